@@ -1,0 +1,53 @@
+"""Refusals in the specification's own words: JSON-RPC codes and their `data` shapes.
+
+The core produces `Refusal` values and never touches the SDK's exception types; the
+adapter under `sdk/` turns them into the SDK's `MCPError`. Only the codes the MCP
+specification defines are used: inventing codes in -32020..-32099 would collide with
+future revisions of the specification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = [
+    "HEADER_MISMATCH",
+    "INVALID_PARAMS",
+    "METHOD_NOT_FOUND",
+    "MISSING_REQUIRED_CLIENT_CAPABILITY",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "NegotiationRefused",
+    "Refusal",
+]
+
+INVALID_PARAMS: Final = -32602
+METHOD_NOT_FOUND: Final = -32601
+HEADER_MISMATCH: Final = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request the server will not serve, as the JSON-RPC error the client receives."""
+
+    code: int
+    message: str
+    data: Mapping[str, Any] | None = field(default=None)
+
+    def to_jsonrpc_error(self) -> dict[str, Any]:
+        """The `error` member of a JSON-RPC response."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = dict(self.data)
+        return error
+
+
+class NegotiationRefused(Exception):
+    """Raised by the pure core when a request must be refused; carries the `Refusal`."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal

@@ -1,0 +1,529 @@
+"""One negotiation, as a frozen record, and the pure rules that produce or refuse it.
+
+Everything a client sends is untrusted: capability maps are copied into read-only
+structures under size limits, revisions are looked up in the enumerated set, and every
+problem becomes a `Refusal` with the specification's code. The SDK adapter calls
+`Negotiator`; proxies, clients and tests can call it with plain dictionaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+from . import revisions
+from .errors import (
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    NegotiationRefused,
+    Refusal,
+)
+from .revisions import FEATURES, Era
+
+__all__ = [
+    "CLIENT_CAPABILITIES_KEY",
+    "CLIENT_INFO_KEY",
+    "MAX_CAPABILITY_DEPTH",
+    "MAX_CAPABILITY_NODES",
+    "PROTOCOL_VERSION_KEY",
+    "Negotiation",
+    "Negotiator",
+    "Outcome",
+    "Policy",
+    "Transport",
+    "required_capabilities_object",
+    "supports",
+    "thaw",
+]
+
+PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY: Final = "io.modelcontextprotocol/clientInfo"
+
+MAX_CAPABILITY_DEPTH: Final = 12
+"""Nesting deeper than this in a capability map or client info is refused (-32602)."""
+MAX_CAPABILITY_NODES: Final = 2_000
+"""More keys and items than this in one capability map or client info is refused."""
+MAX_STRING_LENGTH: Final = 4_096
+"""Longer strings (keys or values) in a capability map or client info are refused."""
+MAX_REVISION_LENGTH: Final = 64
+"""A protocol revision longer than this is not a revision; refused as malformed."""
+_CACHE_SIZE: Final = 1_024
+_MAX_CACHED_ENVELOPE: Final = 65_536
+"""Envelopes whose text is longer than this are negotiated but not cached (bounded memory)."""
+
+Transport = Literal["stdio", "http", "memory", "unknown"]
+Outcome = Literal["accepted", "counter_offered"]
+_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+def _invalid(message: str) -> NegotiationRefused:
+    return NegotiationRefused(Refusal(INVALID_PARAMS, f"Invalid params: {message}"))
+
+
+class _Budget:
+    """Counts what a client's structure costs so that no input can make freezing unbounded."""
+
+    __slots__ = ("left", "what")
+
+    def __init__(self, what: str) -> None:
+        self.left = MAX_CAPABILITY_NODES
+        self.what = what
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _invalid(f"{self.what} has more than {MAX_CAPABILITY_NODES} entries")
+
+
+def _freeze(value: Any, budget: _Budget, depth: int = 0) -> Any:
+    """A read-only deep copy of JSON-shaped data, within the documented limits."""
+    if depth > MAX_CAPABILITY_DEPTH:
+        raise _invalid(f"{budget.what} is nested deeper than {MAX_CAPABILITY_DEPTH} levels")
+    budget.spend()
+    if isinstance(value, Mapping):
+        frozen: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or len(key) > MAX_STRING_LENGTH:
+                raise _invalid(f"{budget.what} has a key that is not a short string")
+            frozen[key] = _freeze(item, budget, depth + 1)
+        return MappingProxyType(frozen)
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(item, budget, depth + 1) for item in value)
+    if isinstance(value, str) and len(value) > MAX_STRING_LENGTH:
+        raise _invalid(f"{budget.what} has a string longer than {MAX_STRING_LENGTH} characters")
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    raise _invalid(f"{budget.what} holds a value that is not JSON")
+
+
+def _object(value: Any, what: str, *, required: bool) -> Mapping[str, Any] | None:
+    if value is None:
+        if required:
+            raise _invalid(f"{what} is required")
+        return None
+    if not isinstance(value, Mapping):
+        raise _invalid(f"{what} must be an object")
+    frozen: Mapping[str, Any] = _freeze(value, _Budget(what))
+    return frozen
+
+
+def _revision(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _invalid(f"{what} must be a non-empty string")
+    if len(value) > MAX_REVISION_LENGTH:
+        raise _invalid(f"{what} is longer than {MAX_REVISION_LENGTH} characters")
+    return value
+
+
+def _is_capability_name(name: str) -> bool:
+    """Whether `name` can be required of a client: a client-side row, an extension, `experimental.X`."""
+    if "/" in name or (name.startswith("experimental.") and len(name) > len("experimental.")):
+        return True
+    row = FEATURES.get(name)
+    return row is not None and row.side == "client"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What the server owner accepts: revisions, required capabilities, deprecations.
+
+    `min_revision` / `max_revision` bound the accepted revisions (an unknown value is a
+    configuration error and raises). `required_capabilities` are client capabilities
+    every request needs (-32021 otherwise). `advertise` chooses which accepted
+    revisions a -32022 refusal lists. The deprecation window withdraws roots, sampling
+    and logging once `removal_date` has passed; `today` or `months_since_deprecation`
+    pin the clock for tests. `withhold` withdraws further features by name.
+    `strict` makes installation raise instead of warning when the SDK lacks a hook.
+    `record_client_identity` lets telemetry record client name and version.
+    `ucp` holds the UCP settings (see `mcp_negotiation.ucp`).
+    """
+
+    min_revision: str | None = None
+    max_revision: str | None = None
+    required_capabilities: tuple[str, ...] = ()
+    advertise: Literal["modern", "all"] = "modern"
+    removal_date: date = revisions.DEFAULT_REMOVAL_DATE
+    today: date | None = None
+    months_since_deprecation: int | None = None
+    withhold: frozenset[str] = frozenset()
+    strict: bool = False
+    record_client_identity: bool = False
+    ucp: Any = None
+
+    def __post_init__(self) -> None:
+        for name in ("min_revision", "max_revision"):
+            value = getattr(self, name)
+            if value is not None and revisions.era(value) == "unknown":
+                raise ValueError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
+        if self.advertise not in ("modern", "all"):
+            raise ValueError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
+        required = (
+            (self.required_capabilities,)
+            if isinstance(self.required_capabilities, str)
+            else tuple(self.required_capabilities)
+        )
+        for name in required:
+            if not isinstance(name, str) or not _is_capability_name(name):
+                raise ValueError(f"unknown client capability in required_capabilities: {name!r}")
+        object.__setattr__(self, "required_capabilities", required)
+        object.__setattr__(self, "withhold", frozenset(self.withhold))
+        if not self.accepted():
+            raise ValueError("the policy accepts no revision: check min_revision and max_revision")
+        self.withdrawn()  # a negative months_since_deprecation is a configuration error: raise now
+
+    def accepted(self) -> tuple[str, ...]:
+        """The revisions this policy serves, oldest first."""
+        low = self.min_revision or revisions.KNOWN[0]
+        high = self.max_revision or revisions.KNOWN[-1]
+        return tuple(
+            r for r in revisions.KNOWN if revisions.is_at_least(r, low) and revisions.is_at_least(high, r)
+        )
+
+    def withdrawn(self) -> frozenset[str]:
+        """Features no client gets, whatever it declares: closed deprecations and `withhold`."""
+        window_open = revisions.deprecation_window_open(
+            today=self.today,
+            months_since_deprecation=self.months_since_deprecation,
+            removal=self.removal_date,
+        )
+        closed = frozenset() if window_open else revisions.DEPRECATED_FEATURES
+        return closed | self.withhold
+
+
+@dataclass(frozen=True, slots=True)
+class Negotiation:
+    """What one client and this server agreed, for one request or one legacy session.
+
+    `protocol_version` is the revision actually agreed (after any counter-offer);
+    `requested_version` is what the client asked for. `client_capabilities` is the raw,
+    read-only map with unknown keys kept. `capabilities_known` is False where the
+    transport keeps nothing between requests (legacy stateless HTTP): unknown is not
+    absent, and `supports` answers False there. `degraded` lists server features lost
+    at this revision compared with the newest accepted revision of the same era;
+    `withheld` lists features the policy withdrew.
+    """
+
+    era: Era
+    protocol_version: str
+    requested_version: str | None
+    transport: Transport
+    client_capabilities: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    client_info: Mapping[str, Any] | None = None
+    capabilities_known: bool = True
+    outcome: Outcome = "accepted"
+    degraded: frozenset[str] = frozenset()
+    withheld: frozenset[str] = frozenset()
+    headers: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    session_id: str | None = None
+    ucp: Any = None
+
+    @property
+    def client_name(self) -> str | None:
+        name = self.client_info.get("name") if self.client_info else None
+        return name if isinstance(name, str) else None
+
+    @property
+    def client_version(self) -> str | None:
+        version = self.client_info.get("version") if self.client_info else None
+        return version if isinstance(version, str) else None
+
+    def supports(self, feature: str) -> bool:
+        """Shorthand for `supports(self, feature)`."""
+        return supports(self, feature)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy (plain dicts and lists), for logs, tool results and the probe."""
+        ucp = self.ucp.as_dict() if self.ucp is not None and hasattr(self.ucp, "as_dict") else None
+        return {
+            "era": self.era,
+            "protocol_version": self.protocol_version,
+            "requested_version": self.requested_version,
+            "transport": self.transport,
+            "outcome": self.outcome,
+            "capabilities_known": self.capabilities_known,
+            "client_capabilities": thaw(self.client_capabilities),
+            "client_info": thaw(self.client_info),
+            "degraded": sorted(self.degraded),
+            "withheld": sorted(self.withheld),
+            "headers": dict(self.headers),
+            "session_id": self.session_id,
+            "ucp": ucp,
+        }
+
+
+def thaw(value: Any) -> Any:
+    """Plain, mutable JSON from the read-only structures records hold."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(item) for item in value]
+    return value
+
+
+def _declared(value: Any) -> bool:
+    return isinstance(value, Mapping) or value is True
+
+
+def _is_withheld(name: str, withheld: frozenset[str]) -> bool:
+    return bool(withheld) and (name in withheld or name.split(".", 1)[0] in withheld)
+
+
+def supports(negotiation: Negotiation, feature: str) -> bool:
+    """Whether the client declared `feature`, its revision has it, and the policy allows it.
+
+    Dotted names reach sub-capabilities (`elicitation.url`, `roots.listChanged`);
+    names with a `/` are extension identifiers in `capabilities.extensions` (extensions
+    negotiate themselves, so no revision gate applies); `experimental.X` reaches
+    experimental keys. Server-side feature names (`structured_output`, ...) answer
+    whether the negotiated revision has them. Anything else is False, never an error.
+    """
+    if not isinstance(feature, str) or not negotiation.capabilities_known:
+        return False
+    caps = negotiation.client_capabilities
+    if _is_withheld(feature, negotiation.withheld):
+        return False
+    if "/" in feature:
+        extensions = caps.get("extensions")
+        return isinstance(extensions, Mapping) and _declared(extensions.get(feature))
+    if feature.startswith("experimental."):
+        experimental = caps.get("experimental")
+        return isinstance(experimental, Mapping) and _declared(experimental.get(feature[13:]))
+    row = FEATURES.get(feature)
+    if row is None or not row.at(negotiation.protocol_version):
+        return False
+    if row.side == "server":
+        return True
+    if feature == "elicitation.form":
+        # An empty elicitation object means form mode (2025-11-25 backwards compatibility).
+        elicitation = caps.get("elicitation")
+        if not isinstance(elicitation, Mapping):
+            return False
+        if "form" not in elicitation and "url" not in elicitation:
+            return True
+        return _declared(elicitation.get("form"))
+    node: Any = caps
+    for part in feature.split("."):
+        if not isinstance(node, Mapping):
+            return False
+        node = node.get(part)
+    return _declared(node)
+
+
+def required_capabilities_object(names: Iterable[str]) -> dict[str, Any]:
+    """The ClientCapabilities-shaped object that -32021's `data.requiredCapabilities` carries."""
+    result: dict[str, Any] = {}
+    for name in names:
+        if "/" in name:
+            result.setdefault("extensions", {})[name] = {}
+            continue
+        parts = name.split(".")
+        if parts[0] == "experimental" and len(parts) > 1:
+            parts = ["experimental", ".".join(parts[1:])]
+        node = result
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        last = parts[-1]
+        # Boolean flags (listChanged, subscribe) are declared as true; capabilities as objects.
+        node.setdefault(last, True if last in {"listChanged", "subscribe"} else {})
+    return result
+
+
+class Negotiator:
+    """Applies one `Policy` to what clients send; caches per-revision work and modern envelopes.
+
+    One instance serves one server. Modern requests repeat the same envelope, so their
+    records are cached by the envelope's text (bounded, least recently inserted first
+    out); a cache hit costs a dictionary lookup.
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.accepted = policy.accepted()
+        # With no pinned clock the deprecation window is re-read once per calendar day, so a
+        # long-running server withdraws the deprecated features when the removal date passes.
+        self._clock_pinned = policy.today is not None or policy.months_since_deprecation is not None
+        self._withdrawn_on: date | None = None if self._clock_pinned else date.today()
+        self._withdrawn = policy.withdrawn()
+        self._accepted_legacy = tuple(r for r in self.accepted if revisions.era(r) == "legacy")
+        self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
+        self._degraded = {r: self._degraded_at(r) for r in self.accepted}
+        self._modern_cache: dict[tuple[Any, ...], Negotiation] = {}
+
+    @property
+    def withdrawn(self) -> frozenset[str]:
+        """Features no client gets now: closed deprecations and the policy's `withhold`."""
+        if not self._clock_pinned:
+            today = date.today()
+            if today != self._withdrawn_on:
+                self._withdrawn = self.policy.withdrawn()
+                self._withdrawn_on = today
+        return self._withdrawn
+
+    @property
+    def supported_advertised(self) -> list[str]:
+        """The revisions a -32022 refusal lists, newest first."""
+        listed = self._accepted_modern if self.policy.advertise == "modern" else ()
+        return list(reversed(listed or self.accepted))
+
+    def _degraded_at(self, revision: str) -> frozenset[str]:
+        same_era = [r for r in self.accepted if revisions.era(r) == revisions.era(revision)]
+        best = same_era[-1]
+        return frozenset(
+            name
+            for name in revisions.feature_names("server")
+            if revisions.feature(name, best) and not revisions.feature(name, revision)
+        )
+
+    def _unsupported(self, requested: str) -> NegotiationRefused:
+        return NegotiationRefused(
+            Refusal(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                f"Unsupported protocol version: {requested[:MAX_REVISION_LENGTH]}",
+                {"supported": self.supported_advertised, "requested": requested},
+            )
+        )
+
+    def missing_required(self, negotiation: Negotiation, names: Iterable[str]) -> Refusal | None:
+        """A -32021 refusal when the client lacks any of `names`, else None."""
+        wanted = tuple(names)
+        if all(supports(negotiation, name) for name in wanted):
+            return None
+        return Refusal(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "Missing required client capability: " + ", ".join(
+                name for name in wanted if not supports(negotiation, name)
+            ),
+            {"requiredCapabilities": required_capabilities_object(wanted)},
+        )
+
+    def _check_required(self, negotiation: Negotiation) -> Negotiation:
+        refusal = self.missing_required(negotiation, self.policy.required_capabilities)
+        if refusal is not None:
+            raise NegotiationRefused(refusal)
+        return negotiation
+
+    def initialize(
+        self,
+        params: Any,
+        *,
+        transport: Transport = "unknown",
+        headers: Mapping[str, str] = _EMPTY,
+        session_id: str | None = None,
+    ) -> Negotiation:
+        """Negotiate a legacy `initialize`: accept the requested revision or counter-offer.
+
+        An unknown or unaccepted revision is never refused here: the answer is the
+        newest accepted legacy revision, as the specification's handshake requires.
+        Only a policy that accepts no legacy revision at all refuses (-32022).
+        """
+        if not isinstance(params, Mapping):
+            raise _invalid("initialize params must be an object")
+        requested = _revision(params.get("protocolVersion"), "protocolVersion")
+        capabilities = _object(params.get("capabilities"), "capabilities", required=True)
+        client_info = _object(params.get("clientInfo"), "clientInfo", required=False)
+        if not self._accepted_legacy:
+            raise self._unsupported(requested)
+        accepted = requested in self._accepted_legacy
+        agreed = requested if accepted else self._accepted_legacy[-1]
+        return self._check_required(
+            Negotiation(
+                era="legacy",
+                protocol_version=agreed,
+                requested_version=requested,
+                transport=transport,
+                client_capabilities=capabilities or _EMPTY,
+                client_info=client_info,
+                outcome="accepted" if accepted else "counter_offered",
+                degraded=self._degraded[agreed],
+                withheld=self.withdrawn,
+                headers=headers,
+                session_id=session_id,
+            )
+        )
+
+    def request(
+        self,
+        meta: Any,
+        *,
+        transport: Transport = "unknown",
+        headers: Mapping[str, str] = _EMPTY,
+        check_required: bool = True,
+    ) -> Negotiation:
+        """Negotiate one modern request from its `_meta` envelope (cached by content)."""
+        if not isinstance(meta, Mapping):
+            raise _invalid("_meta must be an object carrying the protocol envelope")
+        version = meta.get(PROTOCOL_VERSION_KEY)
+        caps = meta.get(CLIENT_CAPABILITIES_KEY)
+        info = meta.get(CLIENT_INFO_KEY)
+        try:
+            text = (repr(version), repr(caps), repr(info))
+        except RecursionError:
+            raise _invalid("_meta is nested too deeply") from None
+        except ValueError:  # e.g. an integer too long to print: not JSON a client can send
+            raise _invalid("_meta holds a value that cannot be read") from None
+        withdrawn = self.withdrawn
+        key = (transport, withdrawn, *text, *headers.items())
+        cached = self._modern_cache.get(key)
+        if cached is None:
+            cached = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
+            if sum(map(len, text)) <= _MAX_CACHED_ENVELOPE:
+                if len(self._modern_cache) >= _CACHE_SIZE:
+                    del self._modern_cache[next(iter(self._modern_cache))]
+                self._modern_cache[key] = cached
+        return self._check_required(cached) if check_required else cached
+
+    def _negotiate_envelope(
+        self,
+        version: Any,
+        caps: Any,
+        info: Any,
+        transport: Transport,
+        headers: Mapping[str, str],
+        withdrawn: frozenset[str],
+    ) -> Negotiation:
+        requested = _revision(version, PROTOCOL_VERSION_KEY)
+        capabilities = _object(caps, CLIENT_CAPABILITIES_KEY, required=True)
+        client_info = _object(info, CLIENT_INFO_KEY, required=False)
+        if requested not in self._accepted_modern:
+            raise self._unsupported(requested)
+        return Negotiation(
+            era="modern",
+            protocol_version=requested,
+            requested_version=requested,
+            transport=transport,
+            client_capabilities=capabilities or _EMPTY,
+            client_info=client_info,
+            degraded=self._degraded[requested],
+            withheld=withdrawn,
+            headers=headers,
+        )
+
+    def without_session(
+        self, protocol_version: str, *, transport: Transport, headers: Mapping[str, str] = _EMPTY
+    ) -> Negotiation:
+        """The record for a legacy request with no session to remember its handshake.
+
+        Legacy stateless HTTP builds a fresh connection per POST: what the client
+        declared at `initialize` is gone, so capabilities are unknown, not absent.
+        """
+        known = protocol_version in self._accepted_legacy
+        agreed = protocol_version if known else (self._accepted_legacy or self.accepted)[-1]
+        return Negotiation(
+            era="legacy",
+            protocol_version=agreed,
+            requested_version=protocol_version,
+            transport=transport,
+            capabilities_known=False,
+            outcome="accepted" if known else "counter_offered",
+            degraded=self._degraded.get(agreed, frozenset()),
+            withheld=self.withdrawn,
+            headers=headers,
+        )
