@@ -1,0 +1,20 @@
+"""Adapters for the MCP Python SDK: the only package here that imports `mcp`."""
+
+from .context import NoNegotiation, client_supports, current_negotiation, negotiation_of, require, requires
+from .install import NegotiationUnavailable, instrument, negotiate, negotiated, uninstrument
+from .middleware import NegotiationMiddleware
+
+__all__ = [
+    "NegotiationMiddleware",
+    "NegotiationUnavailable",
+    "NoNegotiation",
+    "client_supports",
+    "current_negotiation",
+    "instrument",
+    "negotiate",
+    "negotiated",
+    "negotiation_of",
+    "require",
+    "requires",
+    "uninstrument",
+]

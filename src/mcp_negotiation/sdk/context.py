@@ -1,0 +1,112 @@
+"""What tool handlers call: the current request's negotiation, published in a ContextVar.
+
+The SDK rebuilds its context objects (`dataclasses.replace` drops anything we attach),
+but it carries ContextVars into handler tasks on every path. So the middleware
+publishes the record here, and every helper reads it from here, whatever context
+object the handler holds: an MCPServer `Context`, a lowlevel `ServerRequestContext`,
+or a FastMCP `Context`. Concurrent requests run in separate contexts and never see each
+other's record.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, TypeVar, cast
+
+from mcp.shared.exceptions import MCPError
+
+from ..negotiation import Negotiation, Negotiator, supports
+
+__all__ = [
+    "NoNegotiation",
+    "client_supports",
+    "current_negotiation",
+    "negotiation_of",
+    "require",
+    "requires",
+]
+
+_current: ContextVar[tuple[Negotiation, Negotiator] | None] = ContextVar(
+    "mcp_negotiation.current", default=None
+)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class NoNegotiation(LookupError):
+    """Raised by `negotiation_of` outside a request of a server wrapped by `negotiate()`."""
+
+
+def current_negotiation() -> Negotiation | None:
+    """The negotiation of the request being handled, or None outside one."""
+    entry = _current.get()
+    return entry[0] if entry is not None else None
+
+
+def negotiation_of(ctx: object = None) -> Negotiation:
+    """The negotiation of the request `ctx` belongs to.
+
+    `ctx` is accepted for readability at call sites and for symmetry with
+    `client_supports`; the record comes from the request's ContextVar.
+    """
+    record = current_negotiation()
+    if record is None:
+        raise NoNegotiation(
+            "no negotiation for this request: wrap the server with mcp_negotiation.negotiate() "
+            "and call this from inside a request handler"
+        )
+    return record
+
+
+def client_supports(ctx: object, feature: str) -> bool:
+    """Whether the client of this request can be asked for `feature` right now.
+
+    True only when the client declared it, the negotiated revision has it, and the
+    policy has not withdrawn it. Outside a negotiated request it is False.
+    """
+    record = current_negotiation()
+    return record is not None and supports(record, feature)
+
+
+def require(*features: str) -> None:
+    """Refuse the current request with -32021 unless the client supports every feature."""
+    entry = _current.get()
+    if entry is None:
+        raise MCPError(-32603, "mcp_negotiation: no negotiation for this request")
+    record, negotiator = entry
+    refusal = negotiator.missing_required(record, features)
+    if refusal is not None:
+        raise MCPError(refusal.code, refusal.message, dict(refusal.data or {}))
+
+
+def requires(*features: str) -> Callable[[_F], _F]:
+    """Decorate a tool, prompt or resource function that needs client capabilities.
+
+    The call is refused with -32021 and `data.requiredCapabilities` when the client
+    lacks any of them; the wrapped function keeps its signature, so the SDK still
+    derives the tool's input schema from it.
+    """
+    if not features or not all(isinstance(f, str) and f for f in features):
+        raise ValueError("requires() needs one or more capability names")
+
+    def decorate(fn: _F) -> _F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                require(*features)
+                return await fn(*args, **kwargs)
+
+            return cast(_F, async_wrapper)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            require(*features)
+            return fn(*args, **kwargs)
+
+        return cast(_F, wrapper)
+
+    return decorate

@@ -1,0 +1,166 @@
+"""Attaching the middleware: `negotiate`, `@negotiated`, `instrument` / `uninstrument`.
+
+The SDK offers a public seam (`middleware`, a list); installing means putting one
+`NegotiationMiddleware` into it, right after the SDK's OpenTelemetry middleware. wrapt
+is used only to reach servers the user did not hand us: every server constructed while
+`instrument()` is active, and the SDK's `stdio_server`, so that records can say
+"stdio" (the SDK hands middleware nothing that tells stdio from in-memory streams).
+
+Installation never raises into the user's program: a missing seam is a logged warning
+and the server runs unwrapped, unless the policy asked for `strict` mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+import wrapt
+
+from ..negotiation import Policy
+from . import seams
+from .middleware import NegotiationMiddleware, on_stdio
+
+__all__ = ["NegotiationUnavailable", "instrument", "negotiate", "negotiated", "uninstrument"]
+
+logger = logging.getLogger("mcp_negotiation")
+
+_S = TypeVar("_S")
+_INSTRUMENTED: list[tuple[Any, str, Any]] = []
+"""(owner, attribute, original) for everything `instrument()` patched, to undo it."""
+_DEFAULT_POLICY: list[Policy] = []
+
+
+class NegotiationUnavailable(RuntimeError):
+    """Raised in strict mode when the server offers no seam to negotiate through."""
+
+
+def _installed(chain: list[Any]) -> NegotiationMiddleware | None:
+    return next((m for m in chain if isinstance(m, NegotiationMiddleware)), None)
+
+
+def negotiate(server: _S, policy: Policy | None = None) -> _S:
+    """Negotiate every request of `server` under `policy`; returns the same server.
+
+    Accepts an `MCPServer`, a lowlevel `Server`, or a `fastmcp.FastMCP`. Applying it
+    again replaces the policy and installs nothing twice.
+    """
+    policy = policy if policy is not None else Policy()
+    chain = seams.middleware_list(server)
+    if chain is None:
+        message = (
+            f"mcp_negotiation: {type(server).__name__} has no SDK middleware list; "
+            "the server runs without negotiation"
+        )
+        if policy.strict:
+            raise NegotiationUnavailable(message)
+        logger.warning(message)
+        return server
+    existing = _installed(chain)
+    if existing is not None:
+        existing.configure(policy)
+    else:
+        chain.insert(seams.otel_position(chain), NegotiationMiddleware(policy))
+    _watch_stdio()
+    return server
+
+
+def negotiated(policy: Policy | None = None) -> Callable[[Callable[..., _S]], Callable[..., _S]]:
+    """Decorate a function that builds and returns a server, so the server is negotiated."""
+
+    def decorate(build: Callable[..., _S]) -> Callable[..., _S]:
+        @functools.wraps(build)
+        def wrapper(*args: Any, **kwargs: Any) -> _S:
+            return negotiate(build(*args, **kwargs), policy)
+
+        return wrapper
+
+    return decorate
+
+
+def _after_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    result = wrapped(*args, **kwargs)
+    if _DEFAULT_POLICY and seams.middleware_list(instance) is not None:
+        try:
+            negotiate(instance, _DEFAULT_POLICY[-1])
+        except Exception:
+            logger.exception("mcp_negotiation: could not negotiate a new server (ignored)")
+    return result
+
+
+def _server_classes() -> list[type]:
+    classes: list[type] = []
+    with contextlib.suppress(ImportError):
+        from mcp.server.lowlevel.server import Server
+
+        classes.append(Server)
+    return classes
+
+
+def instrument(policy: Policy | None = None, *servers: Any) -> None:
+    """Negotiate every SDK server built from now on (and `servers`, already built).
+
+    High-level servers (MCPServer, FastMCP) build a lowlevel `Server` inside, so
+    patching its constructor reaches them all.
+    """
+    policy = policy if policy is not None else Policy()
+    _DEFAULT_POLICY[:] = [policy]
+    if not _INSTRUMENTED:
+        for cls in _server_classes():
+            original = cls.__dict__["__init__"]
+            _INSTRUMENTED.append((cls, "__init__", original))
+            wrapt.wrap_function_wrapper(cls, "__init__", _after_init)
+        if not _INSTRUMENTED:
+            message = "mcp_negotiation: no SDK server class found to instrument"
+            if policy.strict:
+                raise NegotiationUnavailable(message)
+            logger.warning(message)
+    for server in servers:
+        negotiate(server, policy)
+
+
+def uninstrument(*servers: Any) -> None:
+    """Stop negotiating new servers, and remove negotiation from `servers`."""
+    _DEFAULT_POLICY.clear()
+    while _INSTRUMENTED:
+        owner, name, original = _INSTRUMENTED.pop()
+        setattr(owner, name, original)
+    for server in servers:
+        chain = seams.middleware_list(server)
+        if chain is not None:
+            chain[:] = [m for m in chain if not isinstance(m, NegotiationMiddleware)]
+
+
+@contextlib.asynccontextmanager
+async def _marking_stdio(cm: Any) -> AsyncIterator[Any]:
+    token = on_stdio.set(True)
+    try:
+        async with cm as streams:
+            yield streams
+    finally:
+        on_stdio.reset(token)
+
+
+def _stdio_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    return _marking_stdio(wrapped(*args, **kwargs))
+
+
+_STDIO_SITES = ("mcp.server.stdio", "mcp.server.mcpserver.server")
+"""Modules that hold the SDK's `stdio_server` (patched where used, not only where defined)."""
+
+
+def _watch_stdio() -> None:
+    import importlib
+
+    for module_name in _STDIO_SITES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        current = getattr(module, "stdio_server", None)
+        if current is None or isinstance(current, wrapt.FunctionWrapper):
+            continue
+        wrapt.wrap_function_wrapper(module, "stdio_server", _stdio_wrapper)

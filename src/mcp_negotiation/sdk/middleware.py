@@ -1,0 +1,194 @@
+"""The SDK middleware that negotiates every inbound message and publishes the result.
+
+Legacy: the record is made at `initialize` from the raw params (unknown keys kept),
+kept in the connection's state, and published for every later request of that
+connection. Modern: every request is negotiated from its own `_meta` envelope (cached
+by content, so a repeat costs a lookup). Refusals become the SDK's `MCPError` with the
+specification's codes; a bug of ours is logged and the request passes through
+untouched, because negotiation must never take down the user's server.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, MutableMapping
+from contextvars import ContextVar
+from types import MappingProxyType
+from typing import Any, Final
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from .. import revisions, telemetry
+from ..errors import NegotiationRefused, Refusal
+from ..negotiation import Negotiation, Negotiator, Policy
+from . import seams
+from .context import _current
+
+logger = logging.getLogger("mcp_negotiation")
+
+RELEVANT_HEADERS: Final = ("mcp-protocol-version", "ucp-agent")
+"""The only request headers copied onto records: never authorization or cookies."""
+
+_EXEMPT: Final = frozenset({"server/discover", "ping"})
+"""Methods a client may call without the policy's required capabilities, to learn them."""
+
+on_stdio: ContextVar[bool] = ContextVar("mcp_negotiation.on_stdio", default=False)
+"""Set while a server runs inside the SDK's `stdio_server` (see `install.py`)."""
+
+_NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+def _relevant_headers(ctx: Any) -> Mapping[str, str]:
+    headers = seams.request_headers(ctx)
+    if not headers:
+        return _NO_HEADERS
+    kept = {name: headers[name] for name in RELEVANT_HEADERS if name in headers}
+    return MappingProxyType(kept) if kept else _NO_HEADERS
+
+
+def _raw_meta(params: Mapping[str, Any] | None) -> Any:
+    return params.get("_meta") if isinstance(params, Mapping) else None
+
+
+class NegotiationMiddleware:
+    """`ServerMiddleware` placing a `Negotiation` on every request of a wrapped server."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.configure(policy)
+
+    def configure(self, policy: Policy) -> None:
+        """Switch to another policy (used when `negotiate` is applied again)."""
+        self.policy = policy
+        self.negotiator = Negotiator(policy)
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.request_id is None:
+            # Notifications are never refused; legacy ones still see their session's record.
+            record = self._stored(ctx)
+            return await self._publish(record, ctx, call_next)
+        if ctx.method == "initialize":
+            return await self._initialize(ctx, call_next)
+        started = time.perf_counter()
+        try:
+            record = self._request_record(ctx)
+        except NegotiationRefused as refused:
+            self._trace_refusal(ctx, refused.refusal, started)
+            raise _as_mcp_error(refused.refusal) from None
+        except Exception:
+            logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")
+            return await call_next(ctx)
+        if record is not None and record.era == "modern":
+            telemetry.record_negotiation(
+                ctx.method, record, self.policy, time.perf_counter() - started, session_id=None
+            )
+        return await self._publish(record, ctx, call_next)
+
+    async def _publish(
+        self, record: Negotiation | None, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if record is None:
+            return await call_next(ctx)
+        token = _current.set((record, self.negotiator))
+        try:
+            return await call_next(ctx)
+        finally:
+            _current.reset(token)
+
+    def _stored(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
+        state = seams.connection_state(ctx)
+        record = state.get(seams.STATE_KEY) if state is not None else None
+        return record if isinstance(record, Negotiation) else None
+
+    def _request_record(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
+        if revisions.era(ctx.protocol_version) == "modern":
+            return self.negotiator.request(
+                _raw_meta(ctx.params),
+                transport=seams.transport_of(ctx, on_stdio.get()),
+                headers=_relevant_headers(ctx),
+                check_required=ctx.method not in _EXEMPT,
+            )
+        stored = self._stored(ctx)
+        if stored is not None:
+            return stored
+        # A legacy request with no handshake on this connection: stateless HTTP, where
+        # every POST gets a fresh connection. What the client declared is unknown.
+        return self.negotiator.without_session(
+            ctx.protocol_version,
+            transport=seams.transport_of(ctx, on_stdio.get()),
+            headers=_relevant_headers(ctx),
+        )
+
+    async def _initialize(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        started = time.perf_counter()
+        try:
+            record = self.negotiator.initialize(
+                ctx.params,
+                transport=seams.transport_of(ctx, on_stdio.get()),
+                headers=_relevant_headers(ctx),
+                session_id=seams.session_id(ctx),
+            )
+        except NegotiationRefused as refused:
+            self._trace_refusal(ctx, refused.refusal, started)
+            raise _as_mcp_error(refused.refusal) from None
+        except Exception:
+            logger.exception("mcp_negotiation: initialize negotiation failed unexpectedly; passing through")
+            return await call_next(ctx)
+        if not self._steer_sdk_answer(ctx, record):
+            return await call_next(ctx)
+        result = await self._publish(record, ctx, call_next)
+        answered = result.get("protocolVersion") if isinstance(result, Mapping) else None
+        if answered != record.protocol_version:
+            logger.warning(
+                "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
+                answered,
+                record.protocol_version,
+            )
+        state = seams.connection_state(ctx)
+        if state is not None:
+            state[seams.STATE_KEY] = record
+        if record.degraded:
+            logger.info(
+                "mcp_negotiation: client %r at %s loses %s",
+                record.client_name,
+                record.protocol_version,
+                ", ".join(sorted(record.degraded)),
+            )
+        telemetry.record_negotiation(
+            "initialize", record, self.policy, time.perf_counter() - started, session_id=record.session_id
+        )
+        return result
+
+    def _steer_sdk_answer(self, ctx: ServerRequestContext[Any, Any], record: Negotiation) -> bool:
+        """Make the SDK answer, and commit, the revision the policy chose.
+
+        The SDK builds its `initialize` answer from the params and, after the chain,
+        commits the connection's revision by re-reading the *same* params object.
+        Rewriting that object in place is the only way to keep the answer and the
+        committed revision equal when the policy counter-offers.
+        """
+        if seams.sdk_answer_for(record.requested_version) == record.protocol_version:
+            return True
+        params = ctx.params
+        if not isinstance(params, MutableMapping):
+            logger.warning("mcp_negotiation: cannot steer the initialize answer; the SDK will choose")
+            return False
+        params["protocolVersion"] = record.protocol_version
+        return True
+
+    def _trace_refusal(self, ctx: ServerRequestContext[Any, Any], refusal: Refusal, started: float) -> None:
+        telemetry.record_refusal(
+            ctx.method,
+            refusal,
+            self.policy,
+            time.perf_counter() - started,
+            params=ctx.params,
+            protocol_version=ctx.protocol_version,
+            transport=seams.transport_of(ctx, on_stdio.get()),
+            session_id=seams.session_id(ctx),
+        )
+
+
+def _as_mcp_error(refusal: Refusal) -> MCPError:
+    return MCPError(refusal.code, refusal.message, dict(refusal.data) if refusal.data is not None else None)

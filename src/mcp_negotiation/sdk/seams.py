@@ -1,0 +1,109 @@
+"""Every place this library touches the SDK beyond its public surface, in one table.
+
+The SDK's middleware API is provisional and its internals move between releases. Each
+touch point below is looked up once, feature-checked, and answers `None` (or a safe
+default) when the SDK changed under us, so the caller can warn and pass through.
+`tests/test_seams.py` fails loudly when any of them goes missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Final
+
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+from ..negotiation import Transport
+
+logger = logging.getLogger("mcp_negotiation")
+
+STATE_KEY: Final = "mcp_negotiation.record"
+"""Our key in the SDK's per-connection `Connection.state` scratch dict."""
+
+DIRECT_KIND: Final = "direct"
+HTTP_KIND: Final = "streamable-http"
+
+
+def connection_of(ctx: Any) -> Any | None:
+    """The SDK `Connection` behind a request context (private: `ServerSession._connection`)."""
+    return getattr(getattr(ctx, "session", None), "_connection", None)
+
+
+def connection_state(ctx: Any) -> MutableMapping[str, Any] | None:
+    """The per-connection scratch dict, or None when the SDK no longer offers one."""
+    state = getattr(connection_of(ctx), "state", None)
+    return state if isinstance(state, MutableMapping) else None
+
+
+def session_id(ctx: Any) -> str | None:
+    value = getattr(connection_of(ctx), "session_id", None)
+    return value if isinstance(value, str) else None
+
+
+def transport_kind(ctx: Any) -> str | None:
+    """The dispatcher's transport label (private: `ServerSession._request_outbound.transport`)."""
+    outbound = getattr(getattr(ctx, "session", None), "_request_outbound", None)
+    kind = getattr(getattr(outbound, "transport", None), "kind", None)
+    return kind if isinstance(kind, str) else None
+
+
+def request_headers(ctx: Any) -> Mapping[str, str] | None:
+    """HTTP request headers: the Starlette request the SDK attaches on HTTP transports."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    return headers if isinstance(headers, Mapping) else None
+
+
+def sdk_answer_for(requested: Any) -> str:
+    """The revision the SDK itself answers to an `initialize` asking for `requested`."""
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def transport_of(ctx: Any, stdio: bool) -> Transport:
+    if request_headers(ctx) is not None or transport_kind(ctx) == HTTP_KIND:
+        return "http"
+    if stdio:
+        return "stdio"
+    return "memory"
+
+
+def middleware_list(server: Any) -> list[Any] | None:
+    """The middleware list of an MCPServer, a lowlevel Server, or a FastMCP server."""
+    for candidate in (server, lowlevel_server(server)):
+        chain = getattr(candidate, "middleware", None) if candidate is not None else None
+        if isinstance(chain, list) and _is_sdk_chain(candidate):
+            return chain
+    return None
+
+
+def _is_sdk_chain(candidate: Any) -> bool:
+    try:
+        from mcp.server.lowlevel.server import Server
+    except ImportError:  # pragma: no cover
+        return False
+    if isinstance(candidate, Server):
+        return True
+    return type(candidate).__name__ == "MCPServer" and isinstance(
+        getattr(candidate, "_lowlevel_server", None), Server
+    )
+
+
+def lowlevel_server(server: Any) -> Any | None:
+    """The SDK lowlevel `Server` behind a high-level server (private attribute names)."""
+    for name in ("_lowlevel_server", "_mcp_server"):
+        inner = getattr(server, name, None)
+        if inner is not None:
+            return inner
+    return None
+
+
+def otel_position(chain: list[Any]) -> int:
+    """Where our middleware goes: right after the SDK's OpenTelemetry middleware."""
+    try:
+        from mcp.server._otel import OpenTelemetryMiddleware
+    except ImportError:  # pragma: no cover
+        return 0
+    for index, item in enumerate(chain):
+        if isinstance(item, OpenTelemetryMiddleware):
+            return index + 1
+    return 0

@@ -1,0 +1,168 @@
+"""`capability_negotiated`: one span, one event and two metrics per negotiation.
+
+Built on `opentelemetry-api` only. With no SDK configured the tracer hands out
+non-recording spans, and this module then skips building attributes, so the cost is a
+few attribute lookups. Telemetry observes and never changes an outcome: every entry
+point swallows (and logs) its own failures instead of raising into the server.
+
+Attribute names follow the semantic conventions where they exist (`mcp.method.name`,
+`mcp.protocol.version`, `mcp.session.id`, `network.transport`, `error.type`); the rest
+live under `mcp.negotiation.*` and `ucp.*` and are documented in `docs/telemetry.md`.
+Lists are sorted and bounded; client identity is recorded only when the policy opts in.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from . import revisions
+from .errors import Refusal
+from .negotiation import Negotiation, Policy, Transport
+
+__all__ = ["MAX_LIST", "SPAN_NAME", "record_negotiation", "record_refusal", "span_attributes"]
+
+logger = logging.getLogger("mcp_negotiation")
+
+SPAN_NAME: Final = "capability_negotiated"
+MAX_LIST: Final = 32
+"""At most this many entries in any list attribute (the rest are dropped, sorted order)."""
+_MAX_ITEM: Final = 128
+
+NETWORK_TRANSPORT: Final[Mapping[Transport, str]] = {
+    "stdio": "pipe",
+    "http": "tcp",
+    "memory": "inproc",
+    "unknown": "unknown",
+}
+
+_tracer = trace.get_tracer("mcp_negotiation")
+_meter = metrics.get_meter("mcp_negotiation")
+_counter = _meter.create_counter(
+    "mcp.negotiation.count", unit="{negotiation}", description="Negotiations by era, revision and outcome"
+)
+_duration = _meter.create_histogram(
+    "mcp.negotiation.duration", unit="s", description="Time spent negotiating one request or handshake"
+)
+
+
+def _bounded(names: Iterable[str]) -> list[str]:
+    return sorted({name[:_MAX_ITEM] for name in names})[:MAX_LIST]
+
+
+def _revision_label(value: Any) -> str:
+    """Metric-safe revision: known revisions only, so clients cannot inflate cardinality."""
+    return value if isinstance(value, str) and revisions.era(value) != "unknown" else "unknown"
+
+
+def declared_capabilities(capabilities: Mapping[str, Any]) -> list[str]:
+    """Capability names a client declared: top-level keys, their sub-keys, extension ids."""
+    names: list[str] = []
+    for key, value in capabilities.items():
+        names.append(key)
+        if isinstance(value, Mapping):
+            names.extend(f"{key}/{sub}" if key == "extensions" else f"{key}.{sub}" for sub in value)
+    return _bounded(names)
+
+
+def span_attributes(
+    method: str, record: Negotiation, policy: Policy, session_id: str | None
+) -> dict[str, Any]:
+    """The attributes of a successful negotiation's span (also used for the event)."""
+    attributes: dict[str, Any] = {
+        "mcp.method.name": method,
+        "mcp.protocol.version": record.protocol_version,
+        "network.transport": NETWORK_TRANSPORT[record.transport],
+        "mcp.negotiation.era": record.era,
+        "mcp.negotiation.outcome": record.outcome,
+        "mcp.negotiation.capabilities_known": record.capabilities_known,
+        "mcp.negotiation.client_capabilities": declared_capabilities(record.client_capabilities),
+        "mcp.negotiation.degraded": _bounded(record.degraded),
+        "mcp.negotiation.withheld": _bounded(record.withheld),
+    }
+    if record.requested_version is not None:
+        attributes["mcp.negotiation.requested_version"] = record.requested_version[:_MAX_ITEM]
+    if session_id:
+        attributes["mcp.session.id"] = session_id
+    if policy.record_client_identity:
+        if record.client_name:
+            attributes["mcp.negotiation.client.name"] = record.client_name[:_MAX_ITEM]
+        if record.client_version:
+            attributes["mcp.negotiation.client.version"] = record.client_version[:_MAX_ITEM]
+    ucp = record.ucp
+    if ucp is not None:
+        attributes["ucp.version"] = str(ucp.version)
+        attributes["ucp.capabilities"] = _bounded(f"{n}@{v}" for n, v in ucp.capabilities.items())
+        attributes["ucp.dropped"] = _bounded(f"{n}:{r}" for n, r in ucp.dropped.items())
+    return attributes
+
+
+def _emit(attributes: dict[str, Any], duration: float, error: str | None, correct_parent: bool) -> None:
+    end = time.time_ns()
+    parent = trace.get_current_span()
+    span = _tracer.start_span(SPAN_NAME, kind=SpanKind.INTERNAL, start_time=end - int(duration * 1e9))
+    if span.is_recording():
+        span.set_attributes(attributes)
+        if error is not None:
+            span.set_attribute("error.type", error)
+            span.set_status(Status(StatusCode.ERROR, f"negotiation refused ({error})"))
+    span.end(end_time=end)
+    if parent.is_recording():
+        parent.add_event(SPAN_NAME, attributes)
+        if correct_parent and "mcp.protocol.version" in attributes:
+            # The SDK's initialize span records its pre-negotiation seed; the agreed one is ours.
+            parent.set_attribute("mcp.protocol.version", attributes["mcp.protocol.version"])
+    labels = {
+        "mcp.negotiation.era": attributes.get("mcp.negotiation.era", "unknown"),
+        "mcp.protocol.version": _revision_label(attributes.get("mcp.protocol.version")),
+        "mcp.negotiation.outcome": attributes["mcp.negotiation.outcome"],
+    }
+    _counter.add(1, labels)
+    _duration.record(duration, labels)
+
+
+def record_negotiation(
+    method: str, record: Negotiation, policy: Policy, duration: float, *, session_id: str | None
+) -> None:
+    """Trace an accepted or counter-offered negotiation. Never raises."""
+    try:
+        _emit(span_attributes(method, record, policy, session_id), duration, None, method == "initialize")
+    except Exception:
+        logger.exception("mcp_negotiation: telemetry failed (ignored)")
+
+
+def record_refusal(
+    method: str,
+    refusal: Refusal,
+    policy: Policy,
+    duration: float,
+    *,
+    params: Any,
+    protocol_version: str,
+    transport: Transport,
+    session_id: str | None,
+) -> None:
+    """Trace a refused negotiation, with `error.type` set to the JSON-RPC code. Never raises."""
+    try:
+        requested = refusal.data.get("requested") if refusal.data else None
+        if requested is None and isinstance(params, Mapping):
+            requested = params.get("protocolVersion")
+        era = "legacy" if method == "initialize" else revisions.era(protocol_version)
+        attributes: dict[str, Any] = {
+            "mcp.method.name": method,
+            "network.transport": NETWORK_TRANSPORT[transport],
+            "mcp.negotiation.era": era,
+            "mcp.negotiation.outcome": "refused",
+        }
+        if isinstance(requested, str):
+            attributes["mcp.negotiation.requested_version"] = requested[:_MAX_ITEM]
+        if session_id:
+            attributes["mcp.session.id"] = session_id
+        _emit(attributes, duration, str(refusal.code), False)
+    except Exception:
+        logger.exception("mcp_negotiation: telemetry failed (ignored)")
