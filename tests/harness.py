@@ -1,0 +1,103 @@
+"""Real transports for end-to-end tests: stdio subprocesses, uvicorn on loopback, memory.
+
+The SDK's client always offers its newest handshake revision, so `legacy_session`
+performs the same handshake by hand with a chosen revision and capability map; every
+byte still goes through the SDK's own `ClientSession` and transports.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import uvicorn
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def stdio_params(script: str, *args: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=[str(EXAMPLES / script), *args], cwd=str(ROOT))
+
+
+@contextmanager
+def serve_http(app: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on 127.0.0.1 (ephemeral port); yields the MCP URL.
+
+    The socket is bound and listening before uvicorn starts, so clients may connect at
+    once: the kernel queues them until uvicorn accepts. No sleeping, no polling.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+class RawRequest(types.Request[dict[str, Any], str]):
+    """A request whose params go on the wire exactly as given (typed models drop unknown keys)."""
+
+    method: str
+    params: dict[str, Any]
+
+
+def initialize_params(revision: str, capabilities: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "protocolVersion": revision,
+        "capabilities": capabilities,
+        "clientInfo": {"name": "harness", "version": "1.0"},
+        **extra,
+    }
+
+
+@asynccontextmanager
+async def legacy_session(
+    streams: Any, revision: str, capabilities: dict[str, Any] | None = None
+) -> AsyncIterator[tuple[ClientSession, types.InitializeResult]]:
+    """A `ClientSession` that completed `initialize` offering `revision`."""
+    read, write = streams[0], streams[1]
+    async with ClientSession(read, write) as session:
+        request = RawRequest(method="initialize", params=initialize_params(revision, capabilities or {}))
+        result = await session.send_request(request, types.InitializeResult)
+        session.adopt(result)
+        await session.send_notification(types.InitializedNotification())
+        yield session, result
+
+
+@asynccontextmanager
+async def open_streams(kind: str, target: Any) -> AsyncIterator[Any]:
+    """Raw client streams to `target` over `kind` ("memory", "stdio" or "http")."""
+    if kind == "memory":
+        from mcp.client._memory import InMemoryTransport
+
+        async with InMemoryTransport(target) as streams:
+            yield streams
+    elif kind == "stdio":
+        async with stdio_client(target) as streams:
+            yield streams
+    else:
+        async with streamable_http_client(target) as streams:
+            yield streams
+
+
+def structured(result: types.CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
