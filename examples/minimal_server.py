@@ -1,68 +1,19 @@
-"""The smallest negotiated server: one line wraps an existing MCPServer.
-
-Run it over stdio:          python examples/minimal_server.py
-or streamable HTTP:         python examples/minimal_server.py --http 8000
-with a stricter policy:     python examples/minimal_server.py --min-revision 2025-06-18
-
-The `negotiation` tool reports what this library decided for the calling client; the
-probe and the tests read it. `summarize` needs a client that can sample.
-"""
-
-from __future__ import annotations
-
-import argparse
-from typing import Any
+"""A server wrapped in one line: `negotiate(...)`. Run: python examples/minimal_server.py"""
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from mcp_negotiation import Policy, client_supports, negotiate, negotiation_of, requires
+from mcp_negotiation import Policy, client_supports, negotiate
 
-FEATURES = (
-    "roots",
-    "roots.listChanged",
-    "sampling",
-    "sampling.tools",
-    "elicitation",
-    "elicitation.form",
-    "elicitation.url",
-    "tasks",
-    "structured_output",
-)
+server = negotiate(MCPServer("minimal"), Policy(min_revision="2025-06-18"))
 
 
-def build(policy: Policy | None = None) -> MCPServer:
-    server = negotiate(MCPServer("minimal"), policy or Policy())
+@server.tool()
+async def greet(name: str, ctx: Context) -> str:
+    """Ask for a nicer name when the client can elicit; otherwise use the one given."""
+    if client_supports(ctx, "elicitation.form"):
+        return f"Hello {name} (I could have asked you for more)"
+    return f"Hello {name}"
 
-    @server.tool()
-    async def negotiation(ctx: Context) -> dict[str, Any]:
-        """What was negotiated with the caller: revision, era, and what the client supports."""
-        record = negotiation_of(ctx)
-        return {**record.as_dict(), "supports": {name: client_supports(ctx, name) for name in FEATURES}}
-
-    @server.tool()
-    @requires("sampling")
-    async def summarize(text: str, ctx: Context) -> str:
-        """Only for clients that can sample: refused with -32021 otherwise."""
-        return text[:20]
-
-    return server
-
-
-server = build()
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT")
-    parser.add_argument("--stateless", action="store_true", help="stateless streamable HTTP")
-    parser.add_argument("--min-revision")
-    parser.add_argument("--max-revision")
-    args = parser.parse_args()
-    if args.min_revision or args.max_revision:
-        server = build(Policy(min_revision=args.min_revision, max_revision=args.max_revision))
-    if args.http:
-        import uvicorn
-
-        app = server.streamable_http_app(stateless_http=args.stateless)
-        uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
-    else:
-        server.run("stdio")
+    server.run("stdio")

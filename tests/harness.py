@@ -29,6 +29,13 @@ def stdio_params(script: str, *args: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=[str(EXAMPLES / script), *args], cwd=str(ROOT))
 
 
+def demo_params(*args: str) -> StdioServerParameters:
+    """The bundled example server as a stdio subprocess."""
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_negotiation.demo", *args], cwd=str(ROOT)
+    )
+
+
 @contextmanager
 def serve_http(app: Any) -> Iterator[str]:
     """Serve an ASGI app with uvicorn on 127.0.0.1 (ephemeral port); yields the MCP URL.

@@ -12,18 +12,23 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from harness import RawRequest, legacy_session, open_streams, serve_http, stdio_params, structured
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from minimal_server import build
 
+from harness import RawRequest, demo_params, legacy_session, open_streams, serve_http, structured
 from mcp_negotiation import Policy, revisions
+from mcp_negotiation.demo import build
 
 pytestmark = pytest.mark.anyio
 
 LEGACY = revisions.LEGACY
 KINDS = ("memory", "stdio", "http", "http-stateless")
-CAPS = {"sampling": {}, "roots": {"listChanged": True}, "elicitation": {}, "x-vendor": {"deep": {"k": [1, 2]}}}
+CAPS = {
+    "sampling": {},
+    "roots": {"listChanged": True},
+    "elicitation": {},
+    "x-vendor": {"deep": {"k": [1, 2]}},
+}
 
 
 @pytest.fixture(params=KINDS)
@@ -41,7 +46,7 @@ def endpoint(request: pytest.FixtureRequest) -> Iterator[tuple[str, Callable[[Po
                 args += ["--min-revision", policy.min_revision]
             if policy and policy.max_revision:
                 args += ["--max-revision", policy.max_revision]
-            return stdio_params("minimal_server.py", *args)
+            return demo_params(*args)
         app = build(policy).streamable_http_app(stateless_http=kind == "http-stateless")
         cm = serve_http(app)
         stack.append(cm)
@@ -62,9 +67,10 @@ def _label(kind: str) -> str:
 
 @asynccontextmanager
 async def legacy(kind: str, target: Any, revision: str, caps: dict[str, Any]) -> AsyncIterator[Any]:
-    async with open_streams(_stream_kind(kind), target) as streams, legacy_session(
-        streams, revision, caps
-    ) as (session, result):
+    async with (
+        open_streams(_stream_kind(kind), target) as streams,
+        legacy_session(streams, revision, caps) as (session, result),
+    ):
         yield session, result
 
 
@@ -77,7 +83,9 @@ def modern(kind: str, target: Any, **kwargs: Any) -> AbstractAsyncContextManager
 
 
 async def _sample(ctx: Any, params: Any) -> types.CreateMessageResult:
-    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="ok"), model="m")
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="ok"), model="m"
+    )
 
 
 @pytest.mark.parametrize("revision", LEGACY)

@@ -1,19 +1,63 @@
-"""The `mcp-negotiation` command."""
+"""The `mcp-negotiation` command: probe a server's negotiation across every MCP revision."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
 from . import __version__
+
+
+def _capabilities(value: str) -> dict[str, Any]:
+    from .sdk.probe import PRESETS
+
+    if value in PRESETS:
+        return dict(PRESETS[value])
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(f"not a preset ({', '.join(PRESETS)}) nor JSON: {value!r}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError("--capabilities JSON must be an object")
+    return parsed
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mcp-negotiation", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mcp-negotiation {__version__}")
-    parser.parse_args(argv)
-    parser.print_help(sys.stdout)
-    return 0
+    commands = parser.add_subparsers(dest="command")
+    probe = commands.add_parser("probe", help="connect once per revision and print what the server agreed")
+    probe.add_argument(
+        "target",
+        nargs=argparse.REMAINDER,
+        help="a URL (streamable HTTP) or a server command (stdio); default: the bundled example",
+    )
+    probe.add_argument(
+        "--capabilities",
+        type=_capabilities,
+        default="basic",
+        help="client capabilities: a preset (none, basic, full) or a JSON object",
+    )
+    probe.add_argument("--json", action="store_true", help="machine-readable output")
+    probe.add_argument("--timeout", type=float, default=20.0, help="seconds per revision (default 20)")
+    args = parser.parse_args(argv)
+    if args.command != "probe":
+        parser.print_help()
+        return 0
+    from .sdk.probe import run
+
+    target: list[str] = [t for t in args.target if t != "--"] if args.target else []
+    chosen: str | list[str] | None
+    if not target:
+        chosen = None
+    elif len(target) == 1 and target[0].startswith(("http://", "https://")):
+        chosen = target[0]
+    else:
+        chosen = target
+    caps = args.capabilities if isinstance(args.capabilities, dict) else _capabilities(args.capabilities)
+    return run(chosen, caps, timeout=args.timeout, as_json=args.json)
 
 
 if __name__ == "__main__":

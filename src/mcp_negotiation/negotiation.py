@@ -398,9 +398,8 @@ class Negotiator:
             return None
         return Refusal(
             MISSING_REQUIRED_CLIENT_CAPABILITY,
-            "Missing required client capability: " + ", ".join(
-                name for name in wanted if not supports(negotiation, name)
-            ),
+            "Missing required client capability: "
+            + ", ".join(name for name in wanted if not supports(negotiation, name)),
             {"requiredCapabilities": required_capabilities_object(wanted)},
         )
 
