@@ -34,7 +34,7 @@ def _run(*argv: str | Path, check: bool = True) -> int:
 
 def ensure_env() -> None:
     """Create `.venv` and install the package with its test extra, unless already current."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - dev.py runs before any environment exists
         sys.exit("mcp-negotiation needs Python 3.11 or newer")
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text() == wanted:
