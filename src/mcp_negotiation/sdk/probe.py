@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 import anyio
 import mcp_types as types
@@ -68,59 +68,77 @@ def _capability_names(capabilities: Any) -> list[str]:
     return sorted(dumped)
 
 
-@asynccontextmanager
-async def _streams(target: str | list[str]) -> AsyncIterator[Any]:
+CONNECTION_CLOSED: Final = -32000
+"""The SDK client's code for a transport that closed under it (the server exited)."""
+
+
+def _transport(target: str | list[str], errlog: TextIO) -> Any:
     if isinstance(target, str):
-        async with streamable_http_client(target) as streams:
-            yield streams
-    else:
-        async with stdio_client(StdioServerParameters(command=target[0], args=target[1:])) as streams:
-            yield streams
+        return streamable_http_client(target)
+    return stdio_client(StdioServerParameters(command=target[0], args=target[1:]), errlog=errlog)
 
 
-def _client_target(target: str | list[str]) -> Any:
-    return target if isinstance(target, str) else StdioServerParameters(command=target[0], args=target[1:])
+def _mcp_error(failure: BaseException) -> MCPError | None:
+    """The MCPError inside `failure`, which task groups may have wrapped in groups."""
+    if isinstance(failure, MCPError):
+        return failure
+    for inner in getattr(failure, "exceptions", ()):
+        found = _mcp_error(inner)
+        if found is not None:
+            return found
+    return None
 
 
-async def _probe_legacy(target: str | list[str], revision: str, capabilities: dict[str, Any]) -> Row:
+def _refusal(failure: BaseException) -> MCPError | None:
+    """A refusal by a running server; a closed connection is a crash, not a refusal."""
+    found = _mcp_error(failure)
+    return found if found is not None and found.error.code != CONNECTION_CLOSED else None
+
+
+async def _probe_legacy(
+    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO
+) -> Row:
     params = {
         "protocolVersion": revision,
         "capabilities": capabilities,
         "clientInfo": {"name": "mcp-negotiation-probe", "version": "1"},
     }
-    async with _streams(target) as streams, ClientSession(streams[0], streams[1]) as session:
-        try:
-            result = await session.send_request(
-                _RawRequest(method="initialize", params=params), types.InitializeResult
-            )
-        except MCPError as refused:
-            return Row(
-                revision, "legacy", "refused", error_code=refused.error.code, error=refused.error.message
-            )
-        answered = result.protocol_version
-        return Row(
-            revision,
-            "legacy",
-            "agreed" if answered == revision else "counter-offer",
-            answered=answered,
-            server_capabilities=_capability_names(result.capabilities),
-        )
-
-
-async def _probe_modern(target: str | list[str], revision: str) -> Row:
     try:
-        async with Client(_client_target(target), mode=revision) as client:
+        async with _transport(target, errlog) as streams, ClientSession(streams[0], streams[1]) as session:
+            request = _RawRequest(method="initialize", params=params)
+            result = await session.send_request(request, types.InitializeResult)
+    except Exception as failure:
+        refused = _refusal(failure)
+        if refused is None:
+            raise
+        return Row(revision, "legacy", "refused", error_code=refused.error.code, error=refused.error.message)
+    answered = result.protocol_version
+    return Row(
+        revision,
+        "legacy",
+        "agreed" if answered == revision else "counter-offer",
+        answered=answered,
+        server_capabilities=_capability_names(result.capabilities),
+    )
+
+
+async def _probe_modern(target: str | list[str], revision: str, errlog: TextIO) -> Row:
+    try:
+        async with Client(_transport(target, errlog), mode=revision) as client:
             caps = _capability_names(client.server_capabilities)
             await client.list_tools()
             return Row(revision, "modern", "agreed", answered=revision, server_capabilities=caps)
-    except MCPError as refused:
+    except Exception as failure:
+        refused = _refusal(failure)
+        if refused is None:
+            raise
         return Row(revision, "modern", "refused", error_code=refused.error.code, error=refused.error.message)
 
 
 def _lost(rows: list[Row]) -> None:
     """Fill each served row with the features it lacks that the best served revision has."""
     served = [row.answered for row in rows if row.served and row.answered]
-    best = max(served, key=lambda r: revisions.KNOWN.index(r)) if served else None
+    best = max(served, key=revisions.KNOWN.index) if served else None
     for row in rows:
         if best and row.served and row.answered:
             row.lost = sorted(
@@ -137,33 +155,36 @@ async def probe(
     if isinstance(target, list) and shutil.which(target[0]) is None:
         raise ProbeError(f"server command not found: {target[0]}")
     rows: list[Row] = []
-    for revision in revisions.KNOWN:
-        progress(f"probing {revision} …")
-        try:
-            with anyio.fail_after(seconds):
-                if revisions.era(revision) == "legacy":
-                    rows.append(await _probe_legacy(target, revision, capabilities))
-                else:
-                    rows.append(await _probe_modern(target, revision))
-        except TimeoutError:
-            rows.append(
-                Row(revision, revisions.era(revision), "timeout", error=f"no answer in {seconds:g} s")
-            )
-        except MCPError as failed:
-            rows.append(Row(revision, revisions.era(revision), "failed", error=str(failed)))
-        except Exception as failed:
-            raise ProbeError(_explain(target, failed)) from failed
+    with tempfile.TemporaryFile("w+") as errlog:
+        for revision in revisions.KNOWN:
+            progress(f"probing {revision} …")
+            try:
+                with anyio.fail_after(seconds):
+                    if revisions.era(revision) == "legacy":
+                        rows.append(await _probe_legacy(target, revision, capabilities, errlog))
+                    else:
+                        rows.append(await _probe_modern(target, revision, errlog))
+            except TimeoutError:
+                rows.append(
+                    Row(revision, revisions.era(revision), "timeout", error=f"no answer in {seconds:g} s")
+                )
+            except Exception as failed:
+                errlog.seek(0)
+                raise ProbeError(_explain(target, failed, errlog.read())) from failed
     _lost(rows)
     return rows
 
 
-def _explain(target: str | list[str], failure: BaseException) -> str:
+def _explain(target: str | list[str], failure: BaseException, stderr: str) -> str:
     text = " ".join(str(e) for e in getattr(failure, "exceptions", [failure])) or type(failure).__name__
     if isinstance(target, str):
         if "connect" in text.lower() or "refused" in text.lower():
             return f"URL unreachable: nothing answered at {target} ({text})"
         return f"{target} did not answer as an MCP server ({text})"
-    return f"the server `{' '.join(target)}` exited or did not speak MCP ({text})"
+    tail = "\n".join(stderr.strip().splitlines()[-10:])
+    if _mcp_error(failure) is not None:
+        return f"the server `{' '.join(target)}` crashed; the end of its stderr:\n{tail or '(nothing)'}"
+    return f"the server `{' '.join(target)}` did not speak MCP ({text})"
 
 
 def render(rows: list[Row]) -> str:

@@ -1,0 +1,102 @@
+"""The `mcp-negotiation probe` command, run as users run it: a subprocess."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from typing import Any
+
+from harness import ROOT, serve_http
+from mcp_negotiation import revisions
+from mcp_negotiation.demo import build
+
+
+def _probe(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_negotiation.cli", "probe", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+def _rows(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = json.loads(done.stdout)
+    return rows
+
+
+def test_bundled_example_is_served_at_every_revision() -> None:
+    done = _probe("--json")
+    assert done.returncode == 0, done.stderr
+    rows = _rows(done)
+    assert [r["revision"] for r in rows] == list(revisions.KNOWN)
+    assert all(r["outcome"] == "agreed" and r["answered"] == r["revision"] for r in rows)
+    assert "probing 2026-07-28" in done.stderr
+    assert "structured_output" in rows[0]["lost"]
+
+
+def test_matrix_output_names_every_revision() -> None:
+    done = _probe()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["revision", "era", "outcome"]
+    assert [line.split()[0] for line in lines[1:]] == list(revisions.KNOWN)
+
+
+def test_server_refusing_old_revisions_shows_counter_offers() -> None:
+    done = _probe(
+        "--json", "--", sys.executable, "-m", "mcp_negotiation.demo", "--min-revision", "2025-06-18"
+    )
+    assert done.returncode == 0, done.stderr
+    by_revision = {r["revision"]: r for r in _rows(done)}
+    assert by_revision["2024-11-05"]["outcome"] == "counter-offer"
+    assert by_revision["2024-11-05"]["answered"] == "2025-11-25"
+    assert by_revision["2025-06-18"]["outcome"] == "agreed"
+
+
+def test_server_refusing_the_modern_revision_exits_nonzero() -> None:
+    done = _probe(
+        "--json", "--", sys.executable, "-m", "mcp_negotiation.demo", "--max-revision", "2025-11-25"
+    )
+    assert done.returncode == 1
+    modern = _rows(done)[-1]
+    assert (modern["revision"], modern["outcome"], modern["error_code"]) == ("2026-07-28", "refused", -32022)
+
+
+def test_probe_over_http() -> None:
+    with serve_http(build().streamable_http_app()) as url:
+        done = _probe("--json", url)
+    assert done.returncode == 0, done.stderr
+    assert all(r["outcome"] == "agreed" for r in _rows(done))
+
+
+def test_missing_command_is_explained() -> None:
+    done = _probe("--", "no-such-mcp-server-command")
+    assert done.returncode == 2
+    assert "server command not found: no-such-mcp-server-command" in done.stderr
+
+
+def test_crashing_server_is_explained() -> None:
+    done = _probe("--timeout", "30", "--", sys.executable, "-c", "import sys; sys.exit('boom at start')")
+    assert done.returncode == 2
+    assert "crashed" in done.stderr
+    assert "boom at start" in done.stderr
+
+
+def test_unreachable_url_is_explained() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    done = _probe(f"http://127.0.0.1:{port}/mcp")
+    assert done.returncode == 2
+    assert "unreachable" in done.stderr or "did not answer" in done.stderr
+
+
+def test_capabilities_option_rejects_garbage() -> None:
+    done = _probe("--capabilities", "{not json")
+    assert done.returncode == 2
+    assert "not a preset" in done.stderr
