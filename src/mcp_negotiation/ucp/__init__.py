@@ -1,0 +1,60 @@
+"""UCP (Universal Commerce Protocol) capability negotiation.
+
+The pure core (`header`, `profile`, `negotiate`, `errors`) does no I/O and imports
+nothing from `mcp`, `wrapt` or OpenTelemetry; `resolver` is the one module that touches
+the network, through the HTTP client `mcp` already installs.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    CAPABILITIES_INCOMPATIBLE,
+    INVALID_PROFILE_URL,
+    PROFILE_MALFORMED,
+    PROFILE_UNREACHABLE,
+    UCP_JSONRPC_ERROR,
+    VERSION_UNSUPPORTED,
+    UcpError,
+    UcpErrorCode,
+)
+from .header import MAX_HEADER_LENGTH, MAX_URL_LENGTH, parse_ucp_agent, validate_profile_url
+from .negotiate import (
+    NO_COMMON_VERSION,
+    NOT_OFFERED,
+    ORPHANED_EXTENSION,
+    DropReason,
+    UcpAgreement,
+    negotiate_capabilities,
+)
+from .profile import CapabilityEntry, JsonValue, Profile, is_version
+from .resolver import HttpsProfileResolver, ProfileResolver, ProfileSource, StaticResolver, is_special_address
+
+__all__ = [
+    "CAPABILITIES_INCOMPATIBLE",
+    "INVALID_PROFILE_URL",
+    "MAX_HEADER_LENGTH",
+    "MAX_URL_LENGTH",
+    "NOT_OFFERED",
+    "NO_COMMON_VERSION",
+    "ORPHANED_EXTENSION",
+    "PROFILE_MALFORMED",
+    "PROFILE_UNREACHABLE",
+    "UCP_JSONRPC_ERROR",
+    "VERSION_UNSUPPORTED",
+    "CapabilityEntry",
+    "DropReason",
+    "HttpsProfileResolver",
+    "JsonValue",
+    "Profile",
+    "ProfileResolver",
+    "ProfileSource",
+    "StaticResolver",
+    "UcpAgreement",
+    "UcpError",
+    "UcpErrorCode",
+    "is_special_address",
+    "is_version",
+    "negotiate_capabilities",
+    "parse_ucp_agent",
+    "validate_profile_url",
+]

@@ -1,0 +1,282 @@
+"""UCP profiles, read leniently and held immutably.
+
+Real platform profiles are often minimal (no `services`, no `spec`/`schema`), and the
+official generated models reject them; negotiation needs only `ucp.version` and each
+capability entry's `version`, `extends` and `config`, so that is all this reads, and
+everything else in the document is ignored rather than validated.
+
+Lenient about shape, strict about size and types: a profile comes from whoever sent the
+request, so every count, length and depth is capped, and anything that is not what the
+specification says (a version that is not a real `YYYY-MM-DD` date, an `extends` that is
+neither a string nor a non-empty list of strings) is `profile_malformed` rather than
+guessed at.
+
+Both capability shapes are read: the current map (name → array of entries, a lone
+object tolerated) and the obsolete 2026-01-11 array of entries with a `name` field,
+which samples still ship.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from os import PathLike
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final, TypeAlias, TypeGuard
+
+from .errors import PROFILE_MALFORMED, UcpError
+from .header import MAX_URL_LENGTH
+
+__all__ = [
+    "MAX_CAPABILITIES",
+    "MAX_CONFIG_DEPTH",
+    "MAX_CONFIG_NODES",
+    "MAX_ENTRIES_PER_CAPABILITY",
+    "MAX_NAME_LENGTH",
+    "MAX_PARENTS",
+    "MAX_PROFILE_BYTES",
+    "MAX_SUPPORTED_VERSIONS",
+    "CapabilityEntry",
+    "JsonValue",
+    "Profile",
+    "is_version",
+]
+
+MAX_CAPABILITIES: Final = 1000
+"""Capabilities per profile (and entries in the 2026-01-11 array shape)."""
+MAX_ENTRIES_PER_CAPABILITY: Final = 50
+"""Versions one capability may list."""
+MAX_NAME_LENGTH: Final = 256
+"""Characters in a capability name."""
+MAX_PARENTS: Final = 50
+"""Parents one extension may name in `extends`."""
+MAX_SUPPORTED_VERSIONS: Final = 100
+"""Entries in `supported_versions` (each URL is capped like a profile URL)."""
+MAX_CONFIG_DEPTH: Final = 32
+"""Nesting of a capability's `config`."""
+MAX_CONFIG_NODES: Final = 10_000
+"""JSON values in all `config` objects of one profile together."""
+MAX_PROFILE_BYTES: Final = 4 * 1024 * 1024
+"""Bytes `Profile.from_bytes` parses; the HTTPS resolver's own cap is lower."""
+
+JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | Mapping[str, JsonValue] | None"
+"""Frozen JSON: objects become read-only mappings and arrays become tuples."""
+
+_DATE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def _malformed(reason: str) -> UcpError:
+    return UcpError(PROFILE_MALFORMED, reason)
+
+
+def is_version(value: object) -> bool:
+    """True for a `YYYY-MM-DD` string naming a real calendar date.
+
+    UCP versions are compared as strings, which is only sound when every one has this
+    exact form; `2026-02-30` or `2026-4-8` would sort wrongly and is refused.
+    """
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        return False
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _version(value: object, where: str) -> str:
+    if isinstance(value, str) and is_version(value):
+        return value
+    raise _malformed(f"{where} must be a YYYY-MM-DD date")
+
+
+def _name(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_LENGTH:
+        raise _malformed(f"{where} must be a non-empty string of at most {MAX_NAME_LENGTH} characters")
+    return value
+
+
+def _is_array(value: object) -> TypeGuard[Sequence[object]]:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray)
+
+
+class _Budget:
+    """Counts JSON values frozen so far, bounding the work one profile can cause."""
+
+    def __init__(self) -> None:
+        self.left = MAX_CONFIG_NODES
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _malformed(f"capability config holds more than {MAX_CONFIG_NODES} values")
+
+
+def _freeze_object(value: Mapping[object, object], depth: int, budget: _Budget) -> Mapping[str, JsonValue]:
+    frozen: dict[str, JsonValue] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise _malformed("capability config keys must be strings")
+        frozen[key] = _freeze(item, depth + 1, budget)
+    return MappingProxyType(frozen)
+
+
+def _freeze(value: object, depth: int, budget: _Budget) -> JsonValue:
+    budget.spend()
+    if depth > MAX_CONFIG_DEPTH:
+        raise _malformed(f"capability config is nested deeper than {MAX_CONFIG_DEPTH}")
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        return _freeze_object(value, depth, budget)
+    if _is_array(value):
+        return tuple(_freeze(item, depth + 1, budget) for item in value)
+    raise _malformed(f"capability config holds a {type(value).__name__}, which is not JSON")
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityEntry:
+    """One version of one capability, as a profile declares it.
+
+    `extends` is always a tuple: a string `extends` is a one-parent list, so the
+    pruning rule ("at least one parent survives") needs no special case.
+    """
+
+    version: str
+    extends: tuple[str, ...] = ()
+    config: Mapping[str, JsonValue] | None = None
+
+
+def _entry(obj: object, where: str, budget: _Budget) -> CapabilityEntry:
+    if not isinstance(obj, Mapping):
+        raise _malformed(f"{where} must be an object")
+    version = _version(obj.get("version"), f"{where} version")
+    raw_extends = obj.get("extends")
+    extends: tuple[str, ...]
+    if raw_extends is None:
+        extends = ()
+    elif isinstance(raw_extends, str):
+        extends = (_name(raw_extends, f"{where} extends"),)
+    elif _is_array(raw_extends) and 0 < len(raw_extends) <= MAX_PARENTS:
+        extends = tuple(dict.fromkeys(_name(parent, f"{where} extends") for parent in raw_extends))
+    else:
+        raise _malformed(f"{where} extends must be a name or a list of 1 to {MAX_PARENTS} names")
+    raw_config = obj.get("config")
+    if raw_config is None:
+        return CapabilityEntry(version, extends)
+    if not isinstance(raw_config, Mapping):
+        raise _malformed(f"{where} config must be an object")
+    budget.spend()
+    return CapabilityEntry(version, extends, _freeze_object(raw_config, 0, budget))
+
+
+def _entries(name: str, raw: object, budget: _Budget) -> tuple[CapabilityEntry, ...]:
+    items = raw if _is_array(raw) else (raw,)
+    if not 0 < len(items) <= MAX_ENTRIES_PER_CAPABILITY:
+        raise _malformed(f"capability {name!r} must list 1 to {MAX_ENTRIES_PER_CAPABILITY} entries")
+    return tuple(_entry(item, f"capability {name!r} entry", budget) for item in items)
+
+
+def _capabilities(raw: object, budget: _Budget) -> dict[str, tuple[CapabilityEntry, ...]]:
+    if raw is None:
+        return {}
+    if isinstance(raw, Mapping):
+        if len(raw) > MAX_CAPABILITIES:
+            raise _malformed(f"a profile may declare at most {MAX_CAPABILITIES} capabilities")
+        return {
+            _name(name, "capability name"): _entries(name, entries, budget) for name, entries in raw.items()
+        }
+    if _is_array(raw):
+        # 2026-01-11 shape: one object per (name, version), grouped here into the map.
+        if len(raw) > MAX_CAPABILITIES:
+            raise _malformed(f"a profile may declare at most {MAX_CAPABILITIES} capability entries")
+        grouped: dict[str, list[CapabilityEntry]] = {}
+        for item in raw:
+            if not isinstance(item, Mapping):
+                raise _malformed("capability entries must be objects")
+            name = _name(item.get("name"), "capability name")
+            grouped.setdefault(name, []).append(_entry(item, f"capability {name!r}", budget))
+        if any(len(entries) > MAX_ENTRIES_PER_CAPABILITY for entries in grouped.values()):
+            raise _malformed(f"a capability may list at most {MAX_ENTRIES_PER_CAPABILITY} entries")
+        return {name: tuple(entries) for name, entries in grouped.items()}
+    raise _malformed("ucp.capabilities must be an object or an array")
+
+
+def _supported_versions(raw: object) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping) or len(raw) > MAX_SUPPORTED_VERSIONS:
+        raise _malformed(
+            f"ucp.supported_versions must be an object of at most {MAX_SUPPORTED_VERSIONS} entries"
+        )
+    result: dict[str, str] = {}
+    for version, url in raw.items():
+        if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
+            raise _malformed("ucp.supported_versions values must be URLs")
+        result[_version(version, "ucp.supported_versions key")] = url
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """The parts of a UCP profile that negotiation reads.
+
+    `supported_versions` is meaningful on a business profile only: the older protocol
+    versions it still serves, each with the URL of the profile for that version.
+    The mappings are read-only, so a profile can be cached and shared between requests.
+    """
+
+    version: str
+    capabilities: Mapping[str, tuple[CapabilityEntry, ...]] = field(default_factory=dict)
+    supported_versions: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Direct construction may pass plain dicts; freeze them so no caller can mutate
+        # a profile another request is negotiating against.
+        for name in ("capabilities", "supported_versions"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        for name, entries in self.capabilities.items():
+            versions = [entry.version for entry in entries]
+            if len(set(versions)) != len(versions):
+                # Two entries of one version would make the active entry depend on order.
+                raise _malformed(f"capability {name!r} lists a version twice")
+
+    @classmethod
+    def from_json(cls, obj: object) -> Profile:
+        """Read a decoded JSON profile document, raising `profile_malformed` on anything unusable."""
+        if not isinstance(obj, Mapping):
+            raise _malformed("a profile must be a JSON object")
+        ucp = obj.get("ucp")
+        if not isinstance(ucp, Mapping):
+            raise _malformed("a profile must have a ucp object")
+        return cls(
+            version=_version(ucp.get("version"), "ucp.version"),
+            capabilities=_capabilities(ucp.get("capabilities"), _Budget()),
+            supported_versions=_supported_versions(ucp.get("supported_versions")),
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Profile:
+        """Parse a profile document; anything but strict JSON within the size cap is malformed."""
+        if len(data) > MAX_PROFILE_BYTES:
+            raise _malformed(f"the profile is larger than {MAX_PROFILE_BYTES} bytes")
+        try:
+            obj = json.loads(data, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as exc:
+            # ValueError covers bad JSON, bad UTF-8 and over-long integers; RecursionError
+            # deeply nested arrays, which the stdlib parser walks recursively.
+            raise _malformed(f"the profile is not JSON: {type(exc).__name__}") from None
+        return cls.from_json(obj)
+
+    @classmethod
+    def from_file(cls, path: str | PathLike[str]) -> Profile:
+        """Read a profile from disk; blocking, so meant for start-up and pinned partners."""
+        return cls.from_bytes(Path(path).read_bytes())
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")

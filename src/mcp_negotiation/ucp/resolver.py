@@ -1,0 +1,375 @@
+"""Turning a platform's profile URL into a `Profile`, safely.
+
+The URL comes from the request, so fetching it is server-side request forgery waiting
+to happen: a platform could point the business at `https://169.254.169.254/…` or at a
+name that resolves to the business's own private network. `HttpsProfileResolver`
+therefore resolves the name itself, refuses every special-use address before any
+connection is made, and then connects to the address it checked (sending the original
+name as `Host` and TLS SNI, so certificates still verify), which closes the DNS
+rebinding gap between checking and connecting.
+
+Failures map to the specification's codes, which say who is at fault:
+
+- `invalid_profile_url`: the URL cannot be used at all: not HTTPS (see
+  `validate_profile_url`), an IP address spelt in decimal, octal or hex, a host that is
+  or resolves to a special-use address, or a name that does not resolve ("malformed,
+  missing, or unresolvable" in the specification's words).
+- `profile_unreachable`: the host was resolved but the fetch failed: connection or TLS
+  failure, timeout, any non-2xx status (3xx included: redirects are never followed).
+- `profile_malformed`: a body was received but is not a profile, including a body over
+  the size cap (reading stops at the cap) and a body sent compressed although only
+  `identity` was asked for.
+
+Profiles are cached (bounded LRU, TTL at least 60 s whatever `Cache-Control` says, at
+most 24 h), failures are remembered for a growing backoff so a dead platform costs one
+fetch per backoff rather than one per request, and concurrent resolves of one URL share
+one fetch. Stale-while-revalidate is not implemented: an expired profile is fetched
+again before it is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+import socket
+import ssl
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from os import PathLike
+from typing import Final, Protocol, TypeAlias
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+import httpx2
+
+from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, UcpError, UcpErrorCode
+from .header import validate_profile_url
+from .profile import Profile
+
+__all__ = [
+    "DEFAULT_CACHE_SIZE",
+    "DEFAULT_MAX_BODY_BYTES",
+    "MAX_FAILURE_BACKOFF",
+    "MAX_TTL",
+    "MIN_BODY_CAP",
+    "MIN_FAILURE_BACKOFF",
+    "MIN_TTL",
+    "HttpsProfileResolver",
+    "ProfileResolver",
+    "ProfileSource",
+    "StaticResolver",
+    "is_special_address",
+]
+
+IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
+ProfileSource: TypeAlias = "Profile | Mapping[str, object] | str | PathLike[str]"
+"""A pinned profile: already parsed, a decoded JSON document, or a path to a JSON file."""
+
+DEFAULT_MAX_BODY_BYTES: Final = 256 * 1024
+MIN_BODY_CAP: Final = 128 * 1024
+"""The specification's floor for the body cap: a smaller one would refuse real profiles."""
+DEFAULT_CACHE_SIZE: Final = 1024
+MIN_TTL: Final = 60.0
+MAX_TTL: Final = 24 * 3600.0
+MIN_FAILURE_BACKOFF: Final = 1.0
+"""Seconds a first failure is remembered; each further consecutive failure doubles it."""
+MAX_FAILURE_BACKOFF: Final = 300.0
+
+_MAX_AGE: Final = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?([0-9]{1,10})\"?\s*(?:,|$)", re.IGNORECASE)
+_NUMERIC_LABEL: Final = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
+_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+class ProfileResolver(Protocol):
+    """Anything that turns a profile URL into a profile, raising `UcpError` when it cannot."""
+
+    async def resolve(self, url: str) -> Profile: ...
+
+
+def _load(source: ProfileSource) -> Profile:
+    if isinstance(source, Profile):
+        return source
+    if isinstance(source, Mapping):
+        return Profile.from_json(source)
+    return Profile.from_file(source)
+
+
+class StaticResolver:
+    """Profiles known in advance: pinned partners, pre-approved platforms, tests.
+
+    Everything is loaded and validated when the resolver is built, so a bad pinned
+    profile fails at start-up rather than on the first request that names it.
+    """
+
+    def __init__(self, profiles: Mapping[str, ProfileSource]) -> None:
+        self._profiles = {validate_profile_url(url): _load(source) for url, source in profiles.items()}
+
+    async def resolve(self, url: str) -> Profile:
+        profile = self._profiles.get(validate_profile_url(url))
+        if profile is None:
+            raise UcpError(PROFILE_UNREACHABLE, "the profile URL is not one of the pinned profiles")
+        return profile
+
+
+def _invalid(reason: str) -> UcpError:
+    return UcpError(INVALID_PROFILE_URL, reason)
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one tunnels to, which is where a connection really lands."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def is_special_address(address: IPAddress) -> bool:
+    """True for every address a profile fetch must not reach unless explicitly allowed."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(address)
+        if embedded is not None and is_special_address(embedded):
+            return True
+    return (
+        not address.is_global
+        or address.is_private
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+    )
+
+
+def _literal_address(host: str) -> IPAddress | None:
+    """The address a URL host spells, refusing every spelling but the canonical ones.
+
+    Resolvers and browsers read `2130706433`, `0177.0.0.1`, `0x7f.1` and `127.1` as
+    127.0.0.1; a check that only knows dotted quads would let them through.
+    """
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    last_label = host.rstrip(".").rpartition(".")[2]
+    if ":" in host or _NUMERIC_LABEL.fullmatch(last_label) or _inet_aton_accepts(host):
+        raise _invalid("the profile URL host is an IP address in a non-canonical form")
+    return None
+
+
+def _inet_aton_accepts(host: str) -> bool:
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        return False
+    return True
+
+
+def _ttl(cache_control: str | None) -> float:
+    found = _MAX_AGE.search(cache_control or "")
+    max_age = int(found.group(1)) if found else 0
+    return min(max(float(max_age), MIN_TTL), MAX_TTL)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fresh:
+    profile: Profile
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    code: UcpErrorCode
+    message: str
+    until: float
+    attempts: int
+
+
+class HttpsProfileResolver:
+    """The default resolver: fetches profiles over HTTPS with the protections UCP asks for.
+
+    `allow_addresses` lists addresses or networks (`"127.0.0.1"`, `"10.0.0.0/8"`) that
+    may be fetched although they are special-use: for tests and for deliberately
+    private deployments. `ssl_context` replaces the default trust store, e.g. to trust
+    a test CA. `clock` (monotonic seconds) drives the cache and backoff, so tests can
+    move time instead of waiting for it.
+    """
+
+    def __init__(
+        self,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        allow_addresses: Iterable[str | IPAddress | IPNetwork] = (),
+        connect_timeout: float = 5.0,
+        read_timeout: float = 5.0,
+        total_timeout: float = 10.0,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_body_bytes < MIN_BODY_CAP:
+            raise ValueError(f"max_body_bytes must be at least {MIN_BODY_CAP}")
+        if cache_size < 1:
+            raise ValueError("cache_size must be positive")
+        self._ssl_context = ssl_context if ssl_context is not None else httpx2.create_ssl_context()
+        self._allowed = tuple(ipaddress.ip_network(item, strict=False) for item in allow_addresses)
+        self._timeout = httpx2.Timeout(
+            connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None
+        )
+        self._total_timeout = total_timeout
+        self._max_body_bytes = max_body_bytes
+        self._cache_size = cache_size
+        self._clock = clock
+        self._cache: OrderedDict[str, _Fresh | _Failed] = OrderedDict()
+        self._inflight: dict[str, asyncio.Task[Profile]] = {}
+
+    async def resolve(self, url: str) -> Profile:
+        url = validate_profile_url(url)
+        cached = self._cached(url)
+        if cached is not None:
+            return cached
+        loop = asyncio.get_running_loop()
+        task = self._inflight.get(url)
+        if task is None or task.get_loop() is not loop:  # a fetch on a closed loop never settles
+            task = loop.create_task(self._fetch_and_remember(url))
+            self._inflight[url] = task
+            task.add_done_callback(partial(self._settled, url))
+        # Shielded: one caller giving up must not cancel the fetch the others await.
+        return await asyncio.shield(task)
+
+    def _cached(self, url: str) -> Profile | None:
+        entry = self._cache.get(url)
+        now = self._clock()
+        if isinstance(entry, _Fresh) and now < entry.expires:
+            self._cache.move_to_end(url)
+            return entry.profile
+        if isinstance(entry, _Failed) and now < entry.until:
+            self._cache.move_to_end(url)
+            raise UcpError(entry.code, entry.message)
+        return None
+
+    def _remember(self, url: str, entry: _Fresh | _Failed) -> None:
+        self._cache[url] = entry
+        self._cache.move_to_end(url)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def _settled(self, url: str, task: asyncio.Task[Profile]) -> None:
+        if self._inflight.get(url) is task:
+            del self._inflight[url]
+        if not task.cancelled():
+            task.exception()  # retrieved here, so a fetch every caller abandoned is not logged
+
+    async def _fetch_and_remember(self, url: str) -> Profile:
+        try:
+            profile, ttl = await self._fetch(url)
+        except UcpError as exc:
+            previous = self._cache.get(url)
+            attempts = min(previous.attempts + 1, 32) if isinstance(previous, _Failed) else 1
+            backoff = min(MIN_FAILURE_BACKOFF * 2 ** (attempts - 1), MAX_FAILURE_BACKOFF)
+            self._remember(url, _Failed(exc.code, exc.message, self._clock() + backoff, attempts))
+            raise
+        self._remember(url, _Fresh(profile, self._clock() + ttl))
+        return profile
+
+    async def _fetch(self, url: str) -> tuple[Profile, float]:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or 443
+        try:
+            async with asyncio.timeout(self._total_timeout):
+                addresses = await self._addresses(host, port)
+                return await self._get_any(parts, host, port, addresses)
+        except TimeoutError:
+            raise UcpError(
+                PROFILE_UNREACHABLE, f"fetching the profile took longer than {self._total_timeout} s"
+            ) from None
+
+    def _permitted(self, address: IPAddress) -> bool:
+        return any(address in network for network in self._allowed) or not is_special_address(address)
+
+    async def _addresses(self, host: str, port: int) -> list[IPAddress]:
+        """The addresses to try, every one checked: one bad answer refuses the name."""
+        literal = _literal_address(host)
+        if literal is not None:
+            if not self._permitted(literal):
+                raise _invalid("the profile URL names a special-use address")
+            return [literal]
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError):
+            raise _invalid("the profile URL host does not resolve") from None
+        addresses = list(
+            dict.fromkeys(
+                ipaddress.ip_address(info[4][0])
+                for info in infos
+                if info[0] in (socket.AF_INET, socket.AF_INET6)
+            )
+        )
+        if not addresses:
+            raise _invalid("the profile URL host does not resolve")
+        if not all(self._permitted(address) for address in addresses):
+            raise _invalid("the profile URL host resolves to a special-use address")
+        return addresses
+
+    async def _get_any(
+        self, parts: SplitResult, host: str, port: int, addresses: list[IPAddress]
+    ) -> tuple[Profile, float]:
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._get(parts, host, port, address)
+            except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+                failure = exc  # try the host's next address, as a browser would
+            except httpx2.HTTPError as exc:
+                raise UcpError(PROFILE_UNREACHABLE, f"fetching the profile failed: {exc!r}") from None
+        raise UcpError(PROFILE_UNREACHABLE, f"cannot connect to the profile host: {failure!r}")
+
+    async def _get(
+        self, parts: SplitResult, host: str, port: int, address: IPAddress
+    ) -> tuple[Profile, float]:
+        literal = f"[{address}]" if address.version == 6 else str(address)
+        target = urlunsplit(("https", f"{literal}:{port}", parts.path or "/", parts.query, ""))
+        headers = {
+            "Host": parts.netloc,
+            "Accept": "application/json",
+            "Accept-Encoding": "identity",
+            "User-Agent": "mcp-negotiation",
+        }
+        async with (
+            httpx2.AsyncClient(
+                verify=self._ssl_context, timeout=self._timeout, follow_redirects=False, trust_env=False
+            ) as client,
+            client.stream("GET", target, headers=headers, extensions={"sni_hostname": host}) as response,
+        ):
+            if not 200 <= response.status_code < 300:
+                raise UcpError(
+                    PROFILE_UNREACHABLE, f"the profile server answered HTTP {response.status_code}"
+                )
+            if response.headers.get("content-encoding", "identity").lower() != "identity":
+                raise UcpError(
+                    PROFILE_MALFORMED, "the profile was sent compressed although identity was asked"
+                )
+            body = await self._read_capped(response)
+            ttl = _ttl(response.headers.get("cache-control"))
+        return Profile.from_bytes(body), ttl
+
+    async def _read_capped(self, response: httpx2.Response) -> bytes:
+        too_large = UcpError(PROFILE_MALFORMED, f"the profile is larger than {self._max_body_bytes} bytes")
+        declared = response.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) > self._max_body_bytes:
+            raise too_large
+        body = bytearray()
+        async for chunk in response.aiter_raw():
+            body += chunk
+            if len(body) > self._max_body_bytes:
+                raise too_large
+        return bytes(body)

@@ -1,0 +1,518 @@
+"""Profile resolution: pinned profiles, and HTTPS fetching against a real local TLS server.
+
+The server is a few lines of asyncio on 127.0.0.1 with a certificate from a CA made for
+the test (trustme), so TLS, SNI, status handling, streaming and timeouts are all real.
+Nothing leaves the loopback interface: every refusal test checks that no HTTP client
+was even built, and literal addresses are never looked up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import socket
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx2
+import pytest
+import trustme
+
+from mcp_negotiation.ucp import (
+    INVALID_PROFILE_URL,
+    PROFILE_MALFORMED,
+    PROFILE_UNREACHABLE,
+    HttpsProfileResolver,
+    Profile,
+    StaticResolver,
+    UcpError,
+    is_special_address,
+)
+
+pytestmark = pytest.mark.anyio
+
+DOCUMENT = {
+    "ucp": {
+        "version": "2026-04-08",
+        "capabilities": {"dev.ucp.shopping.checkout": [{"version": "2026-04-08"}]},
+    }
+}
+BODY = json.dumps(DOCUMENT).encode()
+PROFILE = Profile.from_json(DOCUMENT)
+
+
+@dataclass
+class Route:
+    status: int = 200
+    body: bytes = BODY
+    headers: dict[str, str] = field(default_factory=dict)
+    declare_length: bool = True
+    gate: asyncio.Event | None = None
+    """When set, the answer waits for this event (the server "never answers" until then)."""
+
+
+@dataclass
+class Request:
+    path: str
+    headers: dict[str, str]
+
+
+class ProfileServer:
+    """A minimal HTTPS/1.1 server that records what it was asked and answers from `routes`."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.routes: dict[str, Route] = {}
+        self.requests: list[Request] = []
+        self.server_names: list[str | None] = []
+        self.arrived = asyncio.Event()
+        self._context = context
+        self._context.sni_callback = lambda _sock, name, _ctx: self.server_names.append(name)
+        self._gates: list[asyncio.Event] = []
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"https://{host}:{self.port}{path}"
+
+    def gate(self) -> asyncio.Event:
+        event = asyncio.Event()
+        self._gates.append(event)
+        return event
+
+    async def __aenter__(self) -> ProfileServer:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self._context)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        for gate in self._gates:
+            gate.set()
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+            request_line, *lines = head.split("\r\n")
+            path = request_line.split(" ")[1]
+            headers = {
+                k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines if line)
+            }
+            self.requests.append(Request(path, headers))
+            self.arrived.set()
+            route = self.routes.get(path, Route(404, b""))
+            if route.gate is not None:
+                await route.gate.wait()
+            response_headers = {"Connection": "close", **route.headers}
+            if route.declare_length:
+                response_headers["Content-Length"] = str(len(route.body))
+            head_out = f"HTTP/1.1 {route.status} X\r\n" + "".join(
+                f"{k}: {v}\r\n" for k, v in response_headers.items()
+            )
+            writer.write(head_out.encode() + b"\r\n" + route.body)
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass  # the client hung up, which several tests make it do
+        finally:
+            writer.close()
+
+
+@dataclass
+class Tls:
+    server: ssl.SSLContext
+    client: ssl.SSLContext
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def tls(ca: trustme.CA) -> Tls:
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost", "127.0.0.1", "::1").configure_cert(server)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    return Tls(server, client)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def make_resolver(tls: Tls, clock: Clock, **options: Any) -> HttpsProfileResolver:
+    options.setdefault("allow_addresses", {"127.0.0.1", "::1"})
+    return HttpsProfileResolver(ssl_context=tls.client, clock=clock, **options)
+
+
+async def failure(resolver: HttpsProfileResolver | StaticResolver, url: str) -> str:
+    with pytest.raises(UcpError) as raised:
+        await resolver.resolve(url)
+    return raised.value.code
+
+
+# -- pinned profiles ------------------------------------------------------------------------
+
+
+async def test_static_resolver_serves_profiles_documents_and_files(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_bytes(BODY)
+    resolver = StaticResolver(
+        {"https://a.example/p": PROFILE, "https://b.example/p": DOCUMENT, "https://c.example/p": path}
+    )
+    for host in "abc":
+        assert await resolver.resolve(f"https://{host}.example/p") == PROFILE
+    assert await failure(resolver, "https://d.example/p") == PROFILE_UNREACHABLE
+    assert await failure(resolver, "http://a.example/p") == INVALID_PROFILE_URL
+
+
+def test_static_resolver_refuses_bad_entries_at_construction(tmp_path: Path) -> None:
+    with pytest.raises(UcpError) as raised:
+        StaticResolver({"http://a.example/p": PROFILE})
+    assert raised.value.code == INVALID_PROFILE_URL
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(UcpError) as raised:
+        StaticResolver({"https://a.example/p": tmp_path / "bad.json"})
+    assert raised.value.code == PROFILE_MALFORMED
+
+
+# -- fetching -------------------------------------------------------------------------------
+
+
+async def test_fetches_a_profile(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route()
+        assert await make_resolver(tls, clock).resolve(server.url("/p.json")) == PROFILE
+        [request] = server.requests
+        assert request.headers["host"] == f"127.0.0.1:{server.port}"
+        assert request.headers["accept-encoding"] == "identity"
+
+
+async def test_connects_to_the_checked_address_and_keeps_the_name_for_tls(tls: Tls, clock: Clock) -> None:
+    # `localhost` may resolve to ::1 first, where nothing listens: the next address is tried.
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route()
+        assert await make_resolver(tls, clock).resolve(server.url("/p.json", host="localhost")) == PROFILE
+        assert server.requests[0].headers["host"] == f"localhost:{server.port}"
+        assert server.server_names == ["localhost"]
+
+
+async def test_refuses_an_untrusted_certificate(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route()
+        resolver = HttpsProfileResolver(allow_addresses={"127.0.0.1"}, clock=clock)  # default trust store
+        assert await failure(resolver, server.url("/p.json")) == PROFILE_UNREACHABLE
+        assert server.requests == []
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_does_not_follow_redirects(tls: Tls, clock: Clock, status: int) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/old.json"] = Route(status, b"", {"Location": "/p.json"})
+        server.routes["/p.json"] = Route()
+        assert await failure(make_resolver(tls, clock), server.url("/old.json")) == PROFILE_UNREACHABLE
+        assert [r.path for r in server.requests] == ["/old.json"]
+
+
+@pytest.mark.parametrize("status", [304, 404, 500])
+async def test_non_2xx_is_unreachable(tls: Tls, clock: Clock, status: int) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route(status)
+        assert await failure(make_resolver(tls, clock), server.url("/p.json")) == PROFILE_UNREACHABLE
+
+
+@pytest.mark.parametrize("declare_length", [True, False])
+async def test_oversize_body_is_malformed(tls: Tls, clock: Clock, declare_length: bool) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/big.json"] = Route(body=b" " * (300 * 1024) + BODY, declare_length=declare_length)
+        assert await failure(make_resolver(tls, clock), server.url("/big.json")) == PROFILE_MALFORMED
+
+
+async def test_body_cap_is_configurable_but_not_below_128_kib(tls: Tls, clock: Clock) -> None:
+    with pytest.raises(ValueError, match="at least"):
+        make_resolver(tls, clock, max_body_bytes=128 * 1024 - 1)
+    async with ProfileServer(tls.server) as server:
+        server.routes["/big.json"] = Route(body=b" " * (300 * 1024) + BODY, declare_length=False)
+        assert (
+            await make_resolver(tls, clock, max_body_bytes=512 * 1024).resolve(server.url("/big.json"))
+            == PROFILE
+        )
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[]", b'{"ucp": {"version": "latest"}}'])
+async def test_malformed_profile(tls: Tls, clock: Clock, body: bytes) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route(body=body)
+        assert await failure(make_resolver(tls, clock), server.url("/p.json")) == PROFILE_MALFORMED
+
+
+async def test_compressed_body_that_was_not_asked_for_is_malformed(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route(headers={"Content-Encoding": "gzip"})
+        assert await failure(make_resolver(tls, clock), server.url("/p.json")) == PROFILE_MALFORMED
+
+
+async def test_server_that_never_answers_times_out(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/slow.json"] = Route(gate=server.gate())
+        resolver = make_resolver(tls, clock, read_timeout=0.2)
+        assert await failure(resolver, server.url("/slow.json")) == PROFILE_UNREACHABLE
+        assert len(server.requests) == 1
+
+
+async def test_total_timeout_bounds_the_whole_fetch(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/slow.json"] = Route(gate=server.gate())
+        resolver = make_resolver(tls, clock, read_timeout=60, total_timeout=0.2)
+        with pytest.raises(UcpError, match="longer than") as raised:
+            await resolver.resolve(server.url("/slow.json"))
+        assert raised.value.code == PROFILE_UNREACHABLE
+
+
+# -- caching --------------------------------------------------------------------------------
+
+
+async def test_cache_hit_within_the_ttl_floor(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route(headers={"Cache-Control": "no-store"})
+        resolver = make_resolver(tls, clock)
+        url = server.url("/p.json")
+        await resolver.resolve(url)
+        clock.now += 59
+        assert await resolver.resolve(url) == PROFILE
+        assert len(server.requests) == 1
+        clock.now += 2
+        await resolver.resolve(url)
+        assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("cache_control", "fresh_for"),
+    [
+        ("public, max-age=600", 600),
+        ('max-age="120"', 120),
+        ("max-age=10", 60),
+        ("max-age=999999999", 24 * 3600),
+    ],
+)
+async def test_cache_control_max_age_is_honoured_within_bounds(
+    tls: Tls, clock: Clock, cache_control: str, fresh_for: int
+) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route(headers={"Cache-Control": cache_control})
+        resolver = make_resolver(tls, clock)
+        url = server.url("/p.json")
+        start = clock.now
+        await resolver.resolve(url)
+        clock.now = start + fresh_for - 1
+        await resolver.resolve(url)
+        assert len(server.requests) == 1
+        clock.now = start + fresh_for + 1
+        await resolver.resolve(url)
+        assert len(server.requests) == 2
+
+
+async def test_cache_is_a_bounded_lru(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        for name in "abc":
+            server.routes[f"/{name}.json"] = Route()
+        resolver = make_resolver(tls, clock, cache_size=2)
+        for name in "abab":
+            await resolver.resolve(server.url(f"/{name}.json"))
+        assert len(server.requests) == 2
+        await resolver.resolve(server.url("/c.json"))  # evicts a, the least recently used
+        await resolver.resolve(server.url("/b.json"))
+        assert len(server.requests) == 3
+        await resolver.resolve(server.url("/a.json"))
+        assert len(server.requests) == 4
+
+
+async def test_failures_back_off_and_the_backoff_grows(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route(500)
+        resolver = make_resolver(tls, clock)
+        url = server.url("/p.json")
+        assert await failure(resolver, url) == PROFILE_UNREACHABLE
+        assert await failure(resolver, url) == PROFILE_UNREACHABLE  # remembered, not fetched
+        assert len(server.requests) == 1
+        clock.now += 1.5  # first backoff: 1 s
+        assert await failure(resolver, url) == PROFILE_UNREACHABLE
+        assert len(server.requests) == 2
+        clock.now += 1.5  # second backoff: 2 s, not over yet
+        assert await failure(resolver, url) == PROFILE_UNREACHABLE
+        assert len(server.requests) == 2
+        server.routes["/p.json"] = Route()
+        clock.now += 1
+        assert await resolver.resolve(url) == PROFILE
+        assert len(server.requests) == 3
+
+
+async def test_single_flight_under_100_concurrent_resolves(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route()
+        resolver = make_resolver(tls, clock)
+        results = await asyncio.gather(*(resolver.resolve(server.url("/p.json")) for _ in range(100)))
+        assert results == [PROFILE] * 100
+        assert len(server.requests) == 1
+
+
+async def test_single_flight_shares_failures_too(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route(body=b"nope")
+        resolver = make_resolver(tls, clock)
+        results = await asyncio.gather(
+            *(resolver.resolve(server.url("/p.json")) for _ in range(20)), return_exceptions=True
+        )
+        assert all(isinstance(r, UcpError) and r.code == PROFILE_MALFORMED for r in results)
+        assert len(server.requests) == 1
+
+
+async def test_one_caller_giving_up_does_not_cancel_the_shared_fetch(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        gate = server.gate()
+        server.routes["/p.json"] = Route(gate=gate)
+        resolver = make_resolver(tls, clock)
+        impatient = asyncio.ensure_future(resolver.resolve(server.url("/p.json")))
+        patient = asyncio.ensure_future(resolver.resolve(server.url("/p.json")))
+        await server.arrived.wait()
+        impatient.cancel()
+        gate.set()
+        assert await patient == PROFILE
+        assert impatient.cancelled()
+        assert len(server.requests) == 1
+
+
+# -- address refusal ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the resolver so much as builds an HTTP client."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an HTTP client was built for a refused address")
+
+    monkeypatch.setattr(httpx2, "AsyncClient", refuse)
+
+
+@pytest.fixture
+def no_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a literal address was looked up")
+
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "getaddrinfo", refuse)
+
+
+@pytest.mark.usefixtures("no_connection", "no_dns")
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1/p.json",
+        "https://127.0.0.1:8443/p.json",
+        "https://10.0.0.1/p.json",
+        "https://192.168.1.1/p.json",
+        "https://100.64.0.1/p.json",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://0.0.0.0/p.json",
+        "https://224.0.0.1/p.json",
+        "https://240.0.0.1/p.json",
+        "https://[::1]/p.json",
+        "https://[::]/p.json",
+        "https://[fe80::1]/p.json",
+        "https://[fc00::1]/p.json",
+        "https://[::ffff:127.0.0.1]/p.json",
+        "https://[::ffff:7f00:1]/p.json",
+        "https://[64:ff9b::a9fe:a9fe]/p.json",
+        "https://[2002:7f00:1::]/p.json",
+        "https://2130706433/p.json",
+        "https://0177.0.0.1/p.json",
+        "https://0x7f.0.0.1/p.json",
+        "https://0x7f000001/p.json",
+        "https://127.1/p.json",
+        "https://127.0.0.1./p.json",
+        "https://example.0x7f/p.json",
+    ],
+)
+async def test_refuses_special_addresses_before_connecting(clock: Clock, url: str) -> None:
+    resolver = HttpsProfileResolver(clock=clock)
+    assert await failure(resolver, url) == INVALID_PROFILE_URL
+
+
+@pytest.mark.usefixtures("no_connection")
+async def test_refuses_a_name_resolving_to_loopback(clock: Clock) -> None:
+    assert await failure(HttpsProfileResolver(clock=clock), "https://localhost/p.json") == INVALID_PROFILE_URL
+
+
+@pytest.mark.usefixtures("no_connection")
+async def test_refuses_a_name_when_any_of_its_addresses_is_special(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop = asyncio.get_running_loop()
+
+    async def getaddrinfo(host: str, port: int, **kwargs: object) -> list[Any]:
+        assert host == "mixed.example"
+        return [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port)),
+        ]
+
+    monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+    assert (
+        await failure(HttpsProfileResolver(clock=clock), "https://mixed.example/p.json")
+        == INVALID_PROFILE_URL
+    )
+
+
+@pytest.mark.usefixtures("no_connection")
+async def test_a_name_that_does_not_resolve_is_invalid(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def getaddrinfo(*args: object, **kwargs: object) -> list[Any]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    assert (
+        await failure(HttpsProfileResolver(clock=clock), "https://nowhere.example/p.json")
+        == INVALID_PROFILE_URL
+    )
+
+
+async def test_the_allow_list_is_exact(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route()
+        resolver = make_resolver(tls, clock, allow_addresses=["127.0.0.1/32"])
+        assert await resolver.resolve(server.url("/p.json")) == PROFILE
+        assert await failure(resolver, "https://10.0.0.1/p.json") == INVALID_PROFILE_URL
+        assert await failure(resolver, "https://[::1]/p.json") == INVALID_PROFILE_URL
+        assert await failure(resolver, "https://2130706433/p.json") == INVALID_PROFILE_URL
+        assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("address", "special"),
+    [
+        ("93.184.216.34", False),
+        ("2606:4700::1111", False),
+        ("2002:5db8:d822::1", False),  # 6to4 of a public address
+        ("192.0.2.1", True),  # documentation
+        ("198.18.0.1", True),  # benchmarking
+        ("2001:db8::1", True),
+        ("64:ff9b::7f00:1", True),  # NAT64 of 127.0.0.1
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", True),  # Teredo, client 127.0.0.1
+    ],
+)
+def test_is_special_address(address: str, special: bool) -> None:
+    assert is_special_address(ipaddress.ip_address(address)) is special
