@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import Histogram
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import revisions
@@ -46,9 +47,26 @@ _meter = metrics.get_meter("mcp_negotiation")
 _counter = _meter.create_counter(
     "mcp.negotiation.count", unit="{negotiation}", description="Negotiations by era, revision and outcome"
 )
-_duration = _meter.create_histogram(
-    "mcp.negotiation.duration", unit="s", description="Time spent negotiating one request or handshake"
-)
+DURATION_BUCKETS: Final = (
+    0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5,
+    0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+)  # fmt: skip
+"""Advised histogram boundaries (seconds): negotiating takes microseconds, and the SDK's
+default boundaries (0, 5, 10, ... 10000) would put every observation in the first bucket."""
+
+
+def _create_duration_histogram() -> Histogram:
+    name, unit = "mcp.negotiation.duration", "s"
+    description = "Time spent negotiating one request or handshake"
+    try:
+        return _meter.create_histogram(
+            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=DURATION_BUCKETS
+        )
+    except TypeError:  # pragma: no cover - opentelemetry-api < 1.23 has no advisory parameter
+        return _meter.create_histogram(name, unit=unit, description=description)
+
+
+_duration = _create_duration_histogram()
 
 
 def _bounded(names: Iterable[str]) -> list[str]:
@@ -102,26 +120,51 @@ def span_attributes(
     return attributes
 
 
-def _emit(attributes: dict[str, Any], duration: float, error: str | None, correct_parent: bool) -> None:
+def _is_sdk_initialize_span(span: Any) -> bool:
+    """Whether `span` is the SDK's SERVER span of an `initialize` (safe to correct).
+
+    Only spans whose attributes can be read (the SDK's own spans) and that say they are
+    an `initialize` qualify: a user's span or an ASGI server span is never rewritten.
+    """
+    attributes = getattr(span, "attributes", None)
+    return isinstance(attributes, Mapping) and attributes.get("mcp.method.name") == "initialize"
+
+
+def _metric_labels(era: str, protocol_version: Any, outcome: str) -> dict[str, str]:
+    return {
+        "mcp.negotiation.era": era,
+        "mcp.protocol.version": _revision_label(protocol_version),
+        "mcp.negotiation.outcome": outcome,
+    }
+
+
+def _emit(
+    build: Callable[[], dict[str, Any]],
+    labels: dict[str, str],
+    duration: float,
+    error: str | None,
+    correct_parent: bool,
+) -> None:
+    """Start and end the span, add the event, count. `build` runs only if something records."""
     end = time.time_ns()
     parent = trace.get_current_span()
     span = _tracer.start_span(SPAN_NAME, kind=SpanKind.INTERNAL, start_time=end - int(duration * 1e9))
-    if span.is_recording():
-        span.set_attributes(attributes)
-        if error is not None:
-            span.set_attribute("error.type", error)
-            span.set_status(Status(StatusCode.ERROR, f"negotiation refused ({error})"))
-    span.end(end_time=end)
-    if parent.is_recording():
-        parent.add_event(SPAN_NAME, attributes)
-        if correct_parent and "mcp.protocol.version" in attributes:
-            # The SDK's initialize span records its pre-negotiation seed; the agreed one is ours.
-            parent.set_attribute("mcp.protocol.version", attributes["mcp.protocol.version"])
-    labels = {
-        "mcp.negotiation.era": attributes.get("mcp.negotiation.era", "unknown"),
-        "mcp.protocol.version": _revision_label(attributes.get("mcp.protocol.version")),
-        "mcp.negotiation.outcome": attributes["mcp.negotiation.outcome"],
-    }
+    try:
+        if span.is_recording() or parent.is_recording():
+            attributes = build()
+            if error is not None:
+                attributes["error.type"] = error
+            if span.is_recording():
+                span.set_attributes(attributes)
+                if error is not None:
+                    span.set_status(Status(StatusCode.ERROR, f"negotiation refused ({error})"))
+            if parent.is_recording():
+                parent.add_event(SPAN_NAME, attributes)
+                if correct_parent and _is_sdk_initialize_span(parent):
+                    # The SDK's initialize span records its pre-negotiation seed; the agreed one is ours.
+                    parent.set_attribute("mcp.protocol.version", attributes["mcp.protocol.version"])
+    finally:
+        span.end(end_time=end)
     _counter.add(1, labels)
     _duration.record(duration, labels)
 
@@ -131,7 +174,13 @@ def record_negotiation(
 ) -> None:
     """Trace an accepted or counter-offered negotiation. Never raises."""
     try:
-        _emit(span_attributes(method, record, policy, session_id), duration, None, method == "initialize")
+        _emit(
+            lambda: span_attributes(method, record, policy, session_id),
+            _metric_labels(record.era, record.protocol_version, record.outcome),
+            duration,
+            None,
+            method == "initialize",
+        )
     except Exception:
         logger.exception("mcp_negotiation: telemetry failed (ignored)")
 
@@ -149,20 +198,24 @@ def record_refusal(
 ) -> None:
     """Trace a refused negotiation, with `error.type` set to the JSON-RPC code. Never raises."""
     try:
-        requested = refusal.data.get("requested") if refusal.data else None
-        if requested is None and isinstance(params, Mapping):
-            requested = params.get("protocolVersion")
         era = "legacy" if method == "initialize" else revisions.era(protocol_version)
-        attributes: dict[str, Any] = {
-            "mcp.method.name": method,
-            "network.transport": NETWORK_TRANSPORT[transport],
-            "mcp.negotiation.era": era,
-            "mcp.negotiation.outcome": "refused",
-        }
-        if isinstance(requested, str):
-            attributes["mcp.negotiation.requested_version"] = requested[:_MAX_ITEM]
-        if session_id:
-            attributes["mcp.session.id"] = session_id
-        _emit(attributes, duration, str(refusal.code), False)
+
+        def build() -> dict[str, Any]:
+            requested = refusal.data.get("requested") if refusal.data else None
+            if requested is None and isinstance(params, Mapping):
+                requested = params.get("protocolVersion")
+            attributes: dict[str, Any] = {
+                "mcp.method.name": method,
+                "network.transport": NETWORK_TRANSPORT[transport],
+                "mcp.negotiation.era": era,
+                "mcp.negotiation.outcome": "refused",
+            }
+            if isinstance(requested, str):
+                attributes["mcp.negotiation.requested_version"] = requested[:_MAX_ITEM]
+            if session_id:
+                attributes["mcp.session.id"] = session_id
+            return attributes
+
+        _emit(build, _metric_labels(era, None, "refused"), duration, str(refusal.code), False)
     except Exception:
         logger.exception("mcp_negotiation: telemetry failed (ignored)")

@@ -1,0 +1,757 @@
+"""`capability_negotiated` spans, events and metrics, read back from the OpenTelemetry SDK.
+
+The SDK's global providers can be set once per process, so one session fixture installs
+a `TracerProvider` (with an `InMemorySpanExporter`) and a `MeterProvider` (with an
+`InMemoryMetricReader`); each test clears the exporter and compares metric snapshots.
+Servers run in memory (legacy JSON-RPC, modern direct and modern JSON-RPC), behind a
+real uvicorn on loopback (sharing the providers), and as a stdio subprocess whose own
+provider writes its spans to a file that the test reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from harness import ROOT, RawRequest, initialize_params, legacy_session, open_streams, serve_http, structured
+from mcp_negotiation import Negotiator, Policy, telemetry
+from mcp_negotiation.demo import build
+from mcp_negotiation.telemetry import MAX_LIST, SPAN_NAME, span_attributes
+
+pytestmark = pytest.mark.anyio
+
+CAPS = {
+    "sampling": {},
+    "roots": {"listChanged": True},
+    "elicitation": {},
+    "x-vendor": {"deep": {"k": [1, 2]}},
+}
+CAPS_NAMES = ("elicitation", "roots", "roots.listChanged", "sampling", "x-vendor", "x-vendor.deep")
+TRANSPORT = {"memory": "inproc", "memory-direct": "inproc", "memory-jsonrpc": "inproc", "http": "tcp"}
+TRANSPORT["http-stateless"] = "tcp"
+LABEL_KEYS = frozenset({"mcp.negotiation.era", "mcp.protocol.version", "mcp.negotiation.outcome"})
+
+
+# ---------------------------------------------------------------------------------------
+# Providers, once per session
+
+
+@dataclass
+class Otel:
+    exporter: InMemorySpanExporter
+    reader: InMemoryMetricReader | None
+
+
+@pytest.fixture(scope="session")
+def otel() -> Otel:
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider), "another global TracerProvider is installed"
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader: InMemoryMetricReader | None = getattr(
+        metrics.get_meter_provider(), "_mcp_negotiation_reader", None
+    )
+    if reader is None and not isinstance(metrics.get_meter_provider(), MeterProvider):
+        reader = InMemoryMetricReader()
+        meter_provider = MeterProvider(metric_readers=[reader])
+        meter_provider._mcp_negotiation_reader = reader  # type: ignore[attr-defined]
+        metrics.set_meter_provider(meter_provider)
+    return Otel(exporter, reader)
+
+
+@pytest.fixture
+def spans(otel: Otel) -> InMemorySpanExporter:
+    otel.exporter.clear()
+    return otel.exporter
+
+
+@pytest.fixture
+def reader(otel: Otel) -> InMemoryMetricReader:
+    if otel.reader is None:
+        pytest.skip("another test module installed the global MeterProvider first")
+    return otel.reader
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers
+
+
+def named(finished: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
+    return [span for span in finished if span.name == name]
+
+
+def parent_of(span: ReadableSpan, finished: Sequence[ReadableSpan]) -> ReadableSpan:
+    assert span.parent is not None, f"{span.name} has no parent"
+    matches = [s for s in finished if s.context.span_id == span.parent.span_id]
+    assert len(matches) == 1, f"the parent of {span.name} was not exported"
+    return matches[0]
+
+
+def events_named(span: ReadableSpan, name: str) -> list[Any]:
+    return [event for event in span.events if event.name == name]
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+@contextmanager
+def target(kind: str, policy: Policy | None = None, server: MCPServer | None = None) -> Iterator[Any]:
+    """What a client connects to, for `kind` in memory(-direct|-jsonrpc), http(-stateless)."""
+    server = server if server is not None else build(policy)
+    if kind.startswith("http"):
+        with serve_http(server.streamable_http_app(stateless_http=kind == "http-stateless")) as url:
+            yield url
+    elif kind == "memory-jsonrpc":
+        from mcp.client._memory import InMemoryTransport
+
+        yield InMemoryTransport(server)
+    else:
+        yield server
+
+
+@asynccontextmanager
+async def legacy(kind: str, where: Any, revision: str, caps: dict[str, Any]) -> AsyncIterator[Any]:
+    streams_kind = "http" if kind.startswith("http") else kind
+    async with open_streams(streams_kind, where) as streams, legacy_session(streams, revision, caps) as pair:
+        yield pair[0]
+
+
+async def _sample(ctx: Any, params: Any) -> types.CreateMessageResult:
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="ok"), model="m"
+    )
+
+
+def _degraded(revision: str, policy: Policy | None = None) -> tuple[str, ...]:
+    record = Negotiator(policy or Policy()).initialize(initialize_params(revision, {}))
+    return tuple(sorted(record.degraded))
+
+
+def _assert_is_child_of_server_span(span: ReadableSpan, finished: Sequence[ReadableSpan]) -> ReadableSpan:
+    assert span.kind is SpanKind.INTERNAL
+    server_span = parent_of(span, finished)
+    assert server_span.kind is SpanKind.SERVER
+    assert server_span.context.trace_id == span.context.trace_id
+    assert server_span.attributes is not None
+    assert server_span.attributes["mcp.method.name"] == attrs(span)["mcp.method.name"]
+    (event,) = events_named(server_span, SPAN_NAME)
+    assert dict(event.attributes or {}) == attrs(span)
+    return server_span
+
+
+def _assert_joined_client_trace(server_span: ReadableSpan, finished: Sequence[ReadableSpan]) -> None:
+    client_span = parent_of(server_span, finished)
+    assert client_span.kind is SpanKind.CLIENT
+    assert client_span.name == f"MCP send {server_span.name}"
+    assert client_span.context.trace_id == server_span.context.trace_id
+
+
+# ---------------------------------------------------------------------------------------
+# Legacy: one span per initialize
+
+
+@pytest.mark.parametrize("kind", ["memory", "http", "http-stateless"])
+async def test_legacy_records_one_span_per_initialize(spans: InMemorySpanExporter, kind: str) -> None:
+    with target(kind) as where:
+        async with legacy(kind, where, "2025-06-18", CAPS) as session:
+            seen = structured(await session.call_tool("negotiation", {}))
+            await session.call_tool("negotiation", {})
+            await session.list_tools()
+    finished = spans.get_finished_spans()
+    (span,) = named(finished, SPAN_NAME)  # none for the later requests of the session
+    server_span = _assert_is_child_of_server_span(span, finished)
+    assert server_span.name == "initialize"
+    _assert_joined_client_trace(server_span, finished)
+    expected: dict[str, Any] = {
+        "mcp.method.name": "initialize",
+        "mcp.protocol.version": "2025-06-18",
+        "network.transport": TRANSPORT[kind],
+        "mcp.negotiation.era": "legacy",
+        "mcp.negotiation.outcome": "accepted",
+        "mcp.negotiation.requested_version": "2025-06-18",
+        "mcp.negotiation.capabilities_known": True,
+        "mcp.negotiation.client_capabilities": CAPS_NAMES,
+        "mcp.negotiation.degraded": _degraded("2025-06-18"),
+        "mcp.negotiation.withheld": (),
+    }
+    if kind == "http":
+        # Only a stateful HTTP session has an id; the tool saw the same one.
+        assert isinstance(seen["session_id"], str)
+        assert seen["session_id"]
+        expected["mcp.session.id"] = seen["session_id"]
+    assert attrs(span) == expected
+    # The SDK's own initialize span is corrected from its seed (2025-11-25) to the agreed one.
+    assert attrs(server_span)["mcp.protocol.version"] == "2025-06-18"
+    assert span.status.status_code is StatusCode.UNSET
+
+
+async def test_the_sdk_alone_records_its_seed_on_initialize(spans: InMemorySpanExporter) -> None:
+    """Why the correction exists: without this library the initialize span says 2025-11-25."""
+    async with legacy("memory", MCPServer("plain"), "2025-06-18", {}) as session:
+        await session.list_tools()
+    finished = spans.get_finished_spans()
+    (server_span,) = named(finished, "initialize")
+    assert attrs(server_span)["mcp.protocol.version"] == "2025-11-25"
+    assert not named(finished, SPAN_NAME)
+    assert not events_named(server_span, SPAN_NAME)
+
+
+@pytest.mark.parametrize("kind", ["memory", "http"])
+async def test_counter_offer_records_the_agreed_revision(spans: InMemorySpanExporter, kind: str) -> None:
+    policy = Policy(min_revision="2025-06-18")
+    with target(kind, policy) as where:
+        async with legacy(kind, where, "2025-03-26", CAPS) as session:
+            assert structured(await session.call_tool("negotiation", {}))["protocol_version"] == "2025-11-25"
+    finished = spans.get_finished_spans()
+    (span,) = named(finished, SPAN_NAME)
+    server_span = _assert_is_child_of_server_span(span, finished)
+    assert attrs(span)["mcp.protocol.version"] == "2025-11-25"
+    assert attrs(span)["mcp.negotiation.requested_version"] == "2025-03-26"
+    assert attrs(span)["mcp.negotiation.outcome"] == "counter_offered"
+    assert attrs(server_span)["mcp.protocol.version"] == "2025-11-25"
+
+
+# ---------------------------------------------------------------------------------------
+# Modern: one span per request
+
+
+@pytest.mark.parametrize("kind", ["memory-direct", "memory-jsonrpc", "http"])
+async def test_modern_records_one_span_per_request(spans: InMemorySpanExporter, kind: str) -> None:
+    with target(kind) as where:
+        async with Client(where, mode="2026-07-28", sampling_callback=_sample) as client:
+            structured(await client.call_tool("negotiation", {}))
+            await client.call_tool("negotiation", {})
+            await client.list_tools()
+    finished = spans.get_finished_spans()
+    ours = named(finished, SPAN_NAME)
+    server_spans = [span for span in finished if span.kind is SpanKind.SERVER]
+    assert len(server_spans) >= 3
+    # Exactly one negotiation span under every server span, none elsewhere.
+    assert Counter(span.parent.span_id for span in ours if span.parent) == Counter(
+        span.context.span_id for span in server_spans
+    )
+    assert len(ours) == len(server_spans)
+    for span in ours:
+        server_span = _assert_is_child_of_server_span(span, finished)
+        if kind == "memory-direct":
+            # The SDK's direct in-process dispatcher carries no traceparent: a new trace.
+            assert server_span.parent is None
+        else:
+            _assert_joined_client_trace(server_span, finished)
+        assert attrs(span) == {
+            "mcp.method.name": attrs(server_span)["mcp.method.name"],
+            "mcp.protocol.version": "2026-07-28",
+            "network.transport": TRANSPORT[kind],
+            "mcp.negotiation.era": "modern",
+            "mcp.negotiation.outcome": "accepted",
+            "mcp.negotiation.requested_version": "2026-07-28",
+            "mcp.negotiation.capabilities_known": True,
+            "mcp.negotiation.client_capabilities": ("sampling",),
+            "mcp.negotiation.degraded": (),
+            "mcp.negotiation.withheld": (),
+        }
+    assert {attrs(span)["mcp.method.name"] for span in ours} >= {"tools/call", "tools/list"}
+
+
+# ---------------------------------------------------------------------------------------
+# stdio: the server's spans are made in the child, which writes them to a file
+
+CHILD = r"""
+import json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+
+class JsonLines(SpanExporter):
+    def __init__(self, path):
+        self.file = open(path, "a", encoding="utf-8")
+
+    def export(self, spans):
+        for s in spans:
+            record = {
+                "name": s.name,
+                "kind": s.kind.name,
+                "trace_id": s.context.trace_id,
+                "span_id": s.context.span_id,
+                "parent_id": s.parent.span_id if s.parent else None,
+                "attributes": {k: list(v) if isinstance(v, tuple) else v for k, v in s.attributes.items()},
+                "events": [[e.name, dict(e.attributes)] for e in s.events],
+                "status": s.status.status_code.name,
+            }
+            self.file.write(json.dumps(record, default=list) + "\n")
+        self.file.flush()
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self):
+        self.file.close()
+
+
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(JsonLines(sys.argv[1])))
+trace.set_tracer_provider(provider)
+sys.argv = [sys.argv[0], *sys.argv[2:]]
+from mcp_negotiation import demo
+
+demo.main()
+"""
+
+
+@pytest.fixture
+def child(tmp_path: Path) -> tuple[StdioServerParameters, Path]:
+    script = tmp_path / "traced_demo.py"
+    script.write_text(CHILD, encoding="utf-8")
+    out = tmp_path / "spans.jsonl"
+    params = StdioServerParameters(command=sys.executable, args=[str(script), str(out)], cwd=str(ROOT))
+    return params, out
+
+
+def _read_child(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+async def test_stdio_legacy_span_joins_the_client_trace(
+    spans: InMemorySpanExporter, child: tuple[StdioServerParameters, Path]
+) -> None:
+    params, out = child
+    async with legacy("stdio", params, "2025-06-18", CAPS) as session:
+        assert structured(await session.call_tool("negotiation", {}))["transport"] == "stdio"
+    server_side = _read_child(out)
+    ours = [s for s in server_side if s["name"] == SPAN_NAME]
+    assert len(ours) == 1
+    (span,) = ours
+    (initialize,) = [s for s in server_side if s["span_id"] == span["parent_id"]]
+    assert initialize["name"] == "initialize"
+    assert initialize["kind"] == "SERVER"
+    assert span["kind"] == "INTERNAL"
+    assert span["attributes"]["network.transport"] == "pipe"
+    assert span["attributes"]["mcp.protocol.version"] == "2025-06-18"
+    assert span["attributes"]["mcp.negotiation.client_capabilities"] == list(CAPS_NAMES)
+    assert "mcp.session.id" not in span["attributes"]
+    assert initialize["attributes"]["mcp.protocol.version"] == "2025-06-18"
+    assert [name for name, _ in initialize["events"]] == [SPAN_NAME]
+    # Across the pipe: the child's server span is a child of this process's client span.
+    (client_span,) = named(spans.get_finished_spans(), "MCP send initialize")
+    assert initialize["parent_id"] == client_span.context.span_id
+    assert span["trace_id"] == initialize["trace_id"] == client_span.context.trace_id
+
+
+async def test_stdio_modern_span_per_request_and_refusal(
+    spans: InMemorySpanExporter, child: tuple[StdioServerParameters, Path]
+) -> None:
+    params, out = child
+    async with Client(params, mode="2026-07-28") as client:
+        assert structured(await client.call_tool("negotiation", {}))["transport"] == "stdio"
+    refused_params = params.model_copy(update={"args": [*params.args, "--max-revision", "2025-11-25"]})
+    async with Client(refused_params, mode="2026-07-28") as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("negotiation", {})
+    assert refused.value.error.code == -32022
+    server_side = _read_child(out)
+    ours = [s for s in server_side if s["name"] == SPAN_NAME]
+    servers = {s["span_id"]: s for s in server_side if s["kind"] == "SERVER"}
+    assert ours
+    assert sorted(s["parent_id"] for s in ours) == sorted(servers)
+    client_spans = {s.context.span_id: s for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT}
+    for span in ours:
+        server_span = servers[span["parent_id"]]
+        assert server_span["parent_id"] in client_spans
+        assert client_spans[server_span["parent_id"]].context.trace_id == span["trace_id"]
+        assert span["attributes"]["network.transport"] == "pipe"
+    accepted = [s for s in ours if s["attributes"]["mcp.negotiation.outcome"] == "accepted"]
+    (refusal,) = [s for s in ours if s["attributes"]["mcp.negotiation.outcome"] == "refused"]
+    assert accepted
+    assert all(s["attributes"]["mcp.protocol.version"] == "2026-07-28" for s in accepted)
+    assert refusal["attributes"]["error.type"] == "-32022"
+    assert refusal["status"] == "ERROR"
+
+
+# ---------------------------------------------------------------------------------------
+# Client identity: opt-in only
+
+
+async def test_client_identity_only_when_opted_in(spans: InMemorySpanExporter) -> None:
+    for record_identity in (False, True):
+        spans.clear()
+        server = build(Policy(record_client_identity=record_identity))
+        async with legacy("memory", server, "2025-11-25", {}) as session:
+            await session.list_tools()
+        info = types.Implementation(name="modern-client", version="9.9")
+        async with Client(server, mode="2026-07-28", client_info=info) as client:
+            await client.list_tools()
+        ours = named(spans.get_finished_spans(), SPAN_NAME)
+        identities = {
+            (attrs(s).get("mcp.negotiation.client.name"), attrs(s).get("mcp.negotiation.client.version"))
+            for s in ours
+        }
+        if record_identity:
+            assert identities == {("harness", "1.0"), ("modern-client", "9.9")}
+        else:
+            assert identities == {(None, None)}
+
+
+# ---------------------------------------------------------------------------------------
+# Refusals
+
+
+@pytest.mark.parametrize("kind", ["memory-direct", "memory-jsonrpc", "http"])
+async def test_unsupported_revision_refusal_is_recorded(spans: InMemorySpanExporter, kind: str) -> None:
+    with target(kind, Policy(max_revision="2025-11-25")) as where:
+        async with Client(where, mode="2026-07-28") as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("negotiation", {})
+    assert refused.value.error.code == -32022
+    finished = spans.get_finished_spans()
+    (span,) = named(finished, SPAN_NAME)
+    server_span = _assert_is_child_of_server_span(span, finished)
+    assert attrs(span) == {
+        "mcp.method.name": "tools/call",
+        "network.transport": TRANSPORT[kind],
+        "mcp.negotiation.era": "modern",
+        "mcp.negotiation.outcome": "refused",
+        "mcp.negotiation.requested_version": "2026-07-28",
+        "error.type": "-32022",
+    }
+    assert span.status.status_code is StatusCode.ERROR
+    assert attrs(server_span)["error.type"] == "-32022"
+    if kind != "memory-direct":
+        _assert_joined_client_trace(server_span, finished)
+
+
+async def test_missing_required_capability_refusal_is_recorded(spans: InMemorySpanExporter) -> None:
+    server = build(Policy(required_capabilities=("sampling",)))
+    async with open_streams("memory", server) as streams, ClientSession(streams[0], streams[1]) as session:
+        with pytest.raises(MCPError) as refused:
+            await session.send_request(
+                RawRequest(method="initialize", params=initialize_params("2025-11-25", {})),
+                types.InitializeResult,
+            )
+    assert refused.value.error.code == -32021
+    async with Client(server, mode="2026-07-28") as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("negotiation", {})
+    assert refused.value.error.code == -32021
+    async with Client(server, mode="2026-07-28", sampling_callback=_sample) as client:
+        structured(await client.call_tool("negotiation", {}))
+    finished = spans.get_finished_spans()
+    ours = named(finished, SPAN_NAME)
+    by_outcome = Counter(attrs(s)["mcp.negotiation.outcome"] for s in ours)
+    assert by_outcome["refused"] == 2
+    assert by_outcome["accepted"] >= 1
+    refused_spans = {
+        attrs(s)["mcp.negotiation.era"]: s for s in ours if s.status.status_code is StatusCode.ERROR
+    }
+    assert attrs(refused_spans["legacy"]) == {
+        "mcp.method.name": "initialize",
+        "network.transport": "inproc",
+        "mcp.negotiation.era": "legacy",
+        "mcp.negotiation.outcome": "refused",
+        "mcp.negotiation.requested_version": "2025-11-25",
+        "error.type": "-32021",
+    }
+    assert attrs(refused_spans["modern"])["error.type"] == "-32021"
+    assert attrs(refused_spans["modern"])["mcp.method.name"] == "tools/call"
+    for span in ours:
+        _assert_is_child_of_server_span(span, finished)
+        assert ("error.type" in attrs(span)) is (attrs(span)["mcp.negotiation.outcome"] == "refused")
+
+
+async def test_a_tool_level_refusal_is_not_a_negotiation_refusal(spans: InMemorySpanExporter) -> None:
+    """`@requires` refuses inside the tool: the negotiation itself succeeded."""
+    async with Client(build(), mode="2026-07-28") as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("summarize", {"text": "hello"})
+    assert refused.value.error.code == -32021
+    finished = spans.get_finished_spans()
+    (server_span,) = named(finished, "tools/call summarize")
+    assert attrs(server_span)["error.type"] == "-32021"
+    ours = [s for s in named(finished, SPAN_NAME) if parent_of(s, finished) is server_span]
+    assert len(ours) == 1
+    assert attrs(ours[0])["mcp.negotiation.outcome"] == "accepted"
+    assert "error.type" not in attrs(ours[0])
+    assert ours[0].status.status_code is StatusCode.UNSET
+
+
+# ---------------------------------------------------------------------------------------
+# Bounded, sorted lists; UCP
+
+
+def _huge_capabilities() -> dict[str, Any]:
+    caps: dict[str, Any] = {f"cap{i:03d}": {"a": True, "b": {}} for i in range(300, 0, -1)}
+    caps["z" * 1000] = {}
+    caps["extensions"] = {f"io.example/ext{i}": {} for i in range(50)}
+    return caps
+
+
+def test_lists_are_sorted_bounded_and_truncated() -> None:
+    caps = _huge_capabilities()
+    record = Negotiator(Policy()).initialize(initialize_params("2025-11-25", caps))
+    attributes = span_attributes("initialize", record, Policy(), None)
+    names = attributes["mcp.negotiation.client_capabilities"]
+    assert len(names) == MAX_LIST
+    assert names == sorted(names)
+    assert names[:3] == ["cap001", "cap001.a", "cap001.b"]
+    assert all(len(name) <= 128 for name in names)
+    withheld = frozenset(f"feature{i:03d}" for i in range(100))
+    many = span_attributes(
+        "initialize", replace(record, withheld=withheld, degraded=withheld), Policy(), None
+    )
+    for key in ("mcp.negotiation.withheld", "mcp.negotiation.degraded"):
+        assert many[key] == sorted(withheld)[:MAX_LIST]
+    extensions = telemetry.declared_capabilities({"extensions": {"io.example/b": {}, "io.example/a": {}}})
+    assert extensions == ["extensions", "extensions/io.example/a", "extensions/io.example/b"]
+
+
+async def test_huge_capability_map_end_to_end(spans: InMemorySpanExporter) -> None:
+    async with legacy("memory", build(), "2025-11-25", _huge_capabilities()) as session:
+        assert structured(await session.call_tool("negotiation", {}))["supports"]["sampling"] is False
+    (span,) = named(spans.get_finished_spans(), SPAN_NAME)
+    names = attrs(span)["mcp.negotiation.client_capabilities"]
+    assert len(names) == MAX_LIST
+    assert list(names) == sorted(names)
+
+
+def vars_of_agreement() -> dict[str, Any]:
+    return {
+        "version": "2026-01-11",
+        "capabilities": {
+            "dev.ucp.shopping.fulfillment": "2026-01-11",
+            "dev.ucp.shopping.checkout": "2026-01-11",
+        },
+        "dropped": {
+            "dev.ucp.shopping.discount": "no_common_version",
+            "dev.ucp.shopping.buyer": "not_offered",
+        },
+    }
+
+
+def _real_ucp_agreement() -> Any:
+    from mcp_negotiation.ucp import UcpAgreement
+
+    return UcpAgreement(**vars_of_agreement())
+
+
+@pytest.mark.parametrize("make", [_real_ucp_agreement, lambda: SimpleNamespace(**vars_of_agreement())])
+def test_ucp_attributes(make: Any) -> None:
+    base = Negotiator(Policy()).initialize(initialize_params("2025-11-25", {}))
+    assert "ucp.version" not in span_attributes("initialize", base, Policy(), None)
+    attributes = span_attributes("tools/call", replace(base, ucp=make()), Policy(), None)
+    assert attributes["ucp.version"] == "2026-01-11"
+    assert attributes["ucp.capabilities"] == [
+        "dev.ucp.shopping.checkout@2026-01-11",
+        "dev.ucp.shopping.fulfillment@2026-01-11",
+    ]
+    assert attributes["ucp.dropped"] == [
+        "dev.ucp.shopping.buyer:not_offered",
+        "dev.ucp.shopping.discount:no_common_version",
+    ]
+
+
+def test_ucp_lists_are_bounded() -> None:
+    base = Negotiator(Policy()).initialize(initialize_params("2025-11-25", {}))
+    ucp = SimpleNamespace(
+        version="2026-01-11",
+        capabilities={f"dev.example.cap{i:03d}": "2026-01-11" for i in range(100)},
+        dropped={f"dev.example.gone{i:03d}": "not_offered" for i in range(100)},
+    )
+    attributes = span_attributes("tools/call", replace(base, ucp=ucp), Policy(), None)
+    assert len(attributes["ucp.capabilities"]) == len(attributes["ucp.dropped"]) == MAX_LIST
+    assert attributes["ucp.capabilities"][0] == "dev.example.cap000@2026-01-11"
+
+
+def test_ucp_attributes_reach_span_and_event(spans: InMemorySpanExporter) -> None:
+    record = replace(
+        Negotiator(Policy()).request(
+            {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+            transport="http",
+        ),
+        ucp=_real_ucp_agreement(),
+    )
+    tracer = trace.get_tracer("tests")
+    server_attributes = {"mcp.method.name": "tools/call"}
+    with tracer.start_as_current_span(
+        "tools/call checkout", kind=SpanKind.SERVER, attributes=server_attributes
+    ):
+        telemetry.record_negotiation("tools/call", record, Policy(), 0.0001, session_id=None)
+    finished = spans.get_finished_spans()
+    (span,) = named(finished, SPAN_NAME)
+    server_span = _assert_is_child_of_server_span(span, finished)
+    assert attrs(span)["ucp.version"] == "2026-01-11"
+    assert "dev.ucp.shopping.buyer:not_offered" in attrs(span)["ucp.dropped"]
+    assert attrs(server_span) == server_attributes  # not an initialize: nothing corrected
+
+
+def test_only_the_sdk_initialize_span_is_corrected(spans: InMemorySpanExporter) -> None:
+    record = Negotiator(Policy()).initialize(initialize_params("2025-06-18", {}))
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("user work", attributes={"mcp.protocol.version": "mine"}):
+        telemetry.record_negotiation("initialize", record, Policy(), 0.0, session_id=None)
+    with tracer.start_as_current_span("initialize", attributes={"mcp.method.name": "initialize"}):
+        telemetry.record_negotiation("initialize", record, Policy(), 0.0, session_id=None)
+    finished = spans.get_finished_spans()
+    (user,) = named(finished, "user work")
+    (sdk_like,) = named(finished, "initialize")
+    assert attrs(user)["mcp.protocol.version"] == "mine"
+    assert len(events_named(user, SPAN_NAME)) == 1  # the event is still added
+    assert attrs(sdk_like)["mcp.protocol.version"] == "2025-06-18"
+
+
+# ---------------------------------------------------------------------------------------
+# Metrics
+
+
+def _points(reader: InMemoryMetricReader, name: str) -> dict[frozenset[tuple[str, Any]], Any]:
+    data = reader.get_metrics_data()
+    found: dict[frozenset[tuple[str, Any]], Any] = {}
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            if scope.scope.name != "mcp_negotiation":
+                continue
+            for metric in scope.metrics:
+                if metric.name == name:
+                    for point in metric.data.data_points:
+                        found[frozenset((point.attributes or {}).items())] = point
+    return found
+
+
+def _count_delta(before: dict[Any, Any], after: dict[Any, Any], field: str) -> Counter[Any]:
+    delta: Counter[Any] = Counter()
+    for labels, point in after.items():
+        old = getattr(before[labels], field) if labels in before else 0
+        if getattr(point, field) - old:
+            delta[labels] = getattr(point, field) - old
+    return delta
+
+
+def _labels(era: str, revision: str, outcome: str) -> frozenset[tuple[str, str]]:
+    return frozenset(
+        {
+            "mcp.negotiation.era": era,
+            "mcp.protocol.version": revision,
+            "mcp.negotiation.outcome": outcome,
+        }.items()
+    )
+
+
+async def test_metrics_count_and_time_every_negotiation(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    counts_before = _points(reader, "mcp.negotiation.count")
+    durations_before = _points(reader, "mcp.negotiation.duration")
+    server = build()
+    async with legacy("memory", server, "2025-06-18", {}) as session:
+        await session.call_tool("negotiation", {})
+    async with legacy("memory", server, "zzz", {}) as session:  # counter-offered 2025-11-25
+        await session.call_tool("negotiation", {})
+    async with Client(server, mode="2026-07-28") as client:
+        await client.call_tool("negotiation", {})
+    async with Client(build(Policy(max_revision="2025-11-25")), mode="2026-07-28") as client:
+        with pytest.raises(MCPError):
+            await client.call_tool("negotiation", {})
+    counts = _count_delta(counts_before, _points(reader, "mcp.negotiation.count"), "value")
+    after_durations = _points(reader, "mcp.negotiation.duration")
+    durations = _count_delta(durations_before, after_durations, "count")
+
+    # One count per recorded span, labelled by what the span says was agreed.
+    expected: Counter[Any] = Counter(
+        _labels(
+            attrs(s)["mcp.negotiation.era"],
+            attrs(s).get("mcp.protocol.version", "unknown"),
+            attrs(s)["mcp.negotiation.outcome"],
+        )
+        for s in named(spans.get_finished_spans(), SPAN_NAME)
+    )
+    assert counts == expected == durations
+    assert counts[_labels("legacy", "2025-06-18", "accepted")] == 1
+    assert counts[_labels("legacy", "2025-11-25", "counter_offered")] == 1
+    assert counts[_labels("modern", "2026-07-28", "accepted")] >= 1
+    assert counts[_labels("modern", "unknown", "refused")] == 1
+    for labels in (*_points(reader, "mcp.negotiation.count"), *after_durations):
+        assert {key for key, _ in labels} == LABEL_KEYS
+        assert "zzz" not in {value for _, value in labels}
+    for point in after_durations.values():
+        assert tuple(point.explicit_bounds) == telemetry.DURATION_BUCKETS
+        assert point.min >= 0
+
+
+def test_metric_revision_labels_are_bounded() -> None:
+    assert telemetry._revision_label("2025-06-18") == "2025-06-18"
+    assert telemetry._revision_label("zzz") == "unknown"
+    assert telemetry._revision_label(None) == "unknown"
+    assert telemetry._revision_label("2025-06-18" * 100) == "unknown"
+
+
+# ---------------------------------------------------------------------------------------
+# Telemetry never raises into the server
+
+
+class _Broken:
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"broken telemetry backend ({name})")
+
+        return fail
+
+
+async def _serve_everything() -> None:
+    """A legacy session, a modern request and a refusal: all must be answered normally."""
+    server = build()
+    async with legacy("memory", server, "2025-06-18", {"sampling": {}}) as session:
+        assert structured(await session.call_tool("negotiation", {}))["protocol_version"] == "2025-06-18"
+    async with Client(server, mode="2026-07-28") as client:
+        assert structured(await client.call_tool("negotiation", {}))["era"] == "modern"
+    async with Client(build(Policy(max_revision="2025-11-25")), mode="2026-07-28") as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("negotiation", {})
+    assert refused.value.error.code == -32022
+
+
+@pytest.mark.parametrize("broken", ["_tracer", "_counter", "_duration", "span_attributes"])
+async def test_a_failing_telemetry_backend_never_reaches_the_server(
+    spans: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    broken: str,
+) -> None:
+    replacement: Any = _Broken() if broken != "span_attributes" else _Broken().span_attributes
+    monkeypatch.setattr(telemetry, broken, replacement)
+    with caplog.at_level(logging.ERROR, logger="mcp_negotiation"):
+        await _serve_everything()
+    failures = [r for r in caplog.records if "telemetry failed" in r.getMessage()]
+    assert len(failures) >= 3  # legacy, modern, refusal
+    assert all(r.exc_info and "broken telemetry backend" in str(r.exc_info[1]) for r in failures)
+    if broken == "span_attributes":
+        # The span was started before the failure and is still ended (no leak), bare.
+        ours = named(spans.get_finished_spans(), SPAN_NAME)
+        assert ours
+        assert any(not attrs(s) for s in ours)
