@@ -22,6 +22,7 @@ from .errors import (
     NegotiationRefused,
     Refusal,
 )
+from .frozen_json import Budget, NotFreezable, freeze, thaw
 from .revisions import FEATURES, Era
 
 __all__ = [
@@ -65,42 +66,6 @@ def _invalid(message: str) -> NegotiationRefused:
     return NegotiationRefused(Refusal(INVALID_PARAMS, f"Invalid params: {message}"))
 
 
-class _Budget:
-    """Counts what a client's structure costs so that no input can make freezing unbounded."""
-
-    __slots__ = ("left", "what")
-
-    def __init__(self, what: str) -> None:
-        self.left = MAX_CAPABILITY_NODES
-        self.what = what
-
-    def spend(self) -> None:
-        self.left -= 1
-        if self.left < 0:
-            raise _invalid(f"{self.what} has more than {MAX_CAPABILITY_NODES} entries")
-
-
-def _freeze(value: Any, budget: _Budget, depth: int = 0) -> Any:
-    """A read-only deep copy of JSON-shaped data, within the documented limits."""
-    if depth > MAX_CAPABILITY_DEPTH:
-        raise _invalid(f"{budget.what} is nested deeper than {MAX_CAPABILITY_DEPTH} levels")
-    budget.spend()
-    if isinstance(value, Mapping):
-        frozen: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or len(key) > MAX_STRING_LENGTH:
-                raise _invalid(f"{budget.what} has a key that is not a short string")
-            frozen[key] = _freeze(item, budget, depth + 1)
-        return MappingProxyType(frozen)
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(item, budget, depth + 1) for item in value)
-    if isinstance(value, str) and len(value) > MAX_STRING_LENGTH:
-        raise _invalid(f"{budget.what} has a string longer than {MAX_STRING_LENGTH} characters")
-    if value is None or isinstance(value, str | bool | int | float):
-        return value
-    raise _invalid(f"{budget.what} holds a value that is not JSON")
-
-
 def _object(value: Any, what: str, *, required: bool) -> Mapping[str, Any] | None:
     if value is None:
         if required:
@@ -108,7 +73,12 @@ def _object(value: Any, what: str, *, required: bool) -> Mapping[str, Any] | Non
         return None
     if not isinstance(value, Mapping):
         raise _invalid(f"{what} must be an object")
-    frozen: Mapping[str, Any] = _freeze(value, _Budget(what))
+    try:
+        frozen: Mapping[str, Any] = freeze(
+            value, Budget(MAX_CAPABILITY_NODES), max_depth=MAX_CAPABILITY_DEPTH, max_string=MAX_STRING_LENGTH
+        )
+    except NotFreezable as reason:
+        raise _invalid(f"{what} {reason}") from None
     return frozen
 
 
@@ -254,15 +224,6 @@ class Negotiation:
             "session_id": self.session_id,
             "ucp": ucp,
         }
-
-
-def thaw(value: Any) -> Any:
-    """Plain, mutable JSON from the read-only structures records hold."""
-    if isinstance(value, Mapping):
-        return {key: thaw(item) for key, item in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(item) for item in value]
-    return value
 
 
 def _declared(value: Any) -> bool:

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final, TypeAlias, TypeGuard
 
+from ..frozen_json import Budget, NotFreezable, freeze
 from .errors import PROFILE_MALFORMED, UcpError
 from .header import MAX_URL_LENGTH
 
@@ -104,40 +105,6 @@ def _is_array(value: object) -> TypeGuard[Sequence[object]]:
     return isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray)
 
 
-class _Budget:
-    """Counts JSON values frozen so far, bounding the work one profile can cause."""
-
-    def __init__(self) -> None:
-        self.left = MAX_CONFIG_NODES
-
-    def spend(self) -> None:
-        self.left -= 1
-        if self.left < 0:
-            raise _malformed(f"capability config holds more than {MAX_CONFIG_NODES} values")
-
-
-def _freeze_object(value: Mapping[object, object], depth: int, budget: _Budget) -> Mapping[str, JsonValue]:
-    frozen: dict[str, JsonValue] = {}
-    for key, item in value.items():
-        if not isinstance(key, str):
-            raise _malformed("capability config keys must be strings")
-        frozen[key] = _freeze(item, depth + 1, budget)
-    return MappingProxyType(frozen)
-
-
-def _freeze(value: object, depth: int, budget: _Budget) -> JsonValue:
-    budget.spend()
-    if depth > MAX_CONFIG_DEPTH:
-        raise _malformed(f"capability config is nested deeper than {MAX_CONFIG_DEPTH}")
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, Mapping):
-        return _freeze_object(value, depth, budget)
-    if _is_array(value):
-        return tuple(_freeze(item, depth + 1, budget) for item in value)
-    raise _malformed(f"capability config holds a {type(value).__name__}, which is not JSON")
-
-
 @dataclass(frozen=True, slots=True)
 class CapabilityEntry:
     """One version of one capability, as a profile declares it.
@@ -151,7 +118,7 @@ class CapabilityEntry:
     config: Mapping[str, JsonValue] | None = None
 
 
-def _entry(obj: object, where: str, budget: _Budget) -> CapabilityEntry:
+def _entry(obj: object, where: str, budget: Budget) -> CapabilityEntry:
     if not isinstance(obj, Mapping):
         raise _malformed(f"{where} must be an object")
     version = _version(obj.get("version"), f"{where} version")
@@ -170,18 +137,21 @@ def _entry(obj: object, where: str, budget: _Budget) -> CapabilityEntry:
         return CapabilityEntry(version, extends)
     if not isinstance(raw_config, Mapping):
         raise _malformed(f"{where} config must be an object")
-    budget.spend()
-    return CapabilityEntry(version, extends, _freeze_object(raw_config, 0, budget))
+    try:
+        config = freeze(raw_config, budget, max_depth=MAX_CONFIG_DEPTH)
+    except NotFreezable as reason:
+        raise _malformed(f"capability config {reason}") from None
+    return CapabilityEntry(version, extends, config)
 
 
-def _entries(name: str, raw: object, budget: _Budget) -> tuple[CapabilityEntry, ...]:
+def _entries(name: str, raw: object, budget: Budget) -> tuple[CapabilityEntry, ...]:
     items = raw if _is_array(raw) else (raw,)
     if not 0 < len(items) <= MAX_ENTRIES_PER_CAPABILITY:
         raise _malformed(f"capability {name!r} must list 1 to {MAX_ENTRIES_PER_CAPABILITY} entries")
     return tuple(_entry(item, f"capability {name!r} entry", budget) for item in items)
 
 
-def _capabilities(raw: object, budget: _Budget) -> dict[str, tuple[CapabilityEntry, ...]]:
+def _capabilities(raw: object, budget: Budget) -> dict[str, tuple[CapabilityEntry, ...]]:
     if raw is None:
         return {}
     if isinstance(raw, Mapping):
@@ -255,7 +225,7 @@ class Profile:
             raise _malformed("a profile must have a ucp object")
         return cls(
             version=_version(ucp.get("version"), "ucp.version"),
-            capabilities=_capabilities(ucp.get("capabilities"), _Budget()),
+            capabilities=_capabilities(ucp.get("capabilities"), Budget(MAX_CONFIG_NODES)),
             supported_versions=_supported_versions(ucp.get("supported_versions")),
         )
 

@@ -1,0 +1,69 @@
+"""Read-only copies of untrusted JSON, with limits on the work one document can cause.
+
+Client capability maps and UCP profile configs are both kept as they were sent
+(unknown keys included) but must never be mutable by a handler nor unbounded in cost.
+Each caller turns `NotFreezable` into its own protocol's error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["Budget", "NotFreezable", "freeze", "thaw"]
+
+
+class NotFreezable(ValueError):
+    """The value is not JSON, or exceeds a limit; the message completes "<what> …"."""
+
+
+class Budget:
+    """How many more JSON values may be copied; shared by every call for one document."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.left = self.limit = limit
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise NotFreezable(f"holds more than {self.limit} values")
+
+
+def freeze(
+    value: Any, budget: Budget, *, max_depth: int, max_string: int | None = None, depth: int = 0
+) -> Any:
+    """A deep copy where objects become read-only mappings and arrays become tuples."""
+    if depth > max_depth:
+        raise NotFreezable(f"is nested deeper than {max_depth} levels")
+    budget.spend()
+    if isinstance(value, str):
+        if max_string is not None and len(value) > max_string:
+            raise NotFreezable(f"holds a string longer than {max_string} characters")
+        return value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, Mapping):
+        frozen: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or (max_string is not None and len(key) > max_string):
+                raise NotFreezable("has a key that is not a short string")
+            frozen[key] = freeze(item, budget, max_depth=max_depth, max_string=max_string, depth=depth + 1)
+        return MappingProxyType(frozen)
+    if isinstance(value, list | tuple):
+        return tuple(
+            freeze(item, budget, max_depth=max_depth, max_string=max_string, depth=depth + 1)
+            for item in value
+        )
+    raise NotFreezable(f"holds a {type(value).__name__}, which is not JSON")
+
+
+def thaw(value: Any) -> Any:
+    """Plain, mutable JSON from what `freeze` made, for logs, results and output."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(item) for item in value]
+    return value
