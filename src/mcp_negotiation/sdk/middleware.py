@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, Final
@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from .. import revisions, telemetry
 from ..errors import NegotiationRefused, Refusal
-from ..negotiation import Negotiation, Negotiator, Policy
+from ..negotiation import Negotiation, Negotiator, Policy, Transport
 from . import seams
 from .context import _current
 
@@ -40,12 +40,15 @@ on_stdio: ContextVar[bool] = ContextVar("mcp_negotiation.on_stdio", default=Fals
 _NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
 
 
-def _relevant_headers(ctx: Any) -> Mapping[str, str]:
+def _origin(ctx: Any) -> tuple[Transport, Mapping[str, str]]:
+    """The transport a message came over, and the negotiation headers it carried."""
     headers = seams.request_headers(ctx)
-    if not headers:
-        return _NO_HEADERS
-    kept = {name: headers[name] for name in RELEVANT_HEADERS if name in headers}
-    return MappingProxyType(kept) if kept else _NO_HEADERS
+    if headers is not None:
+        kept = {name: headers[name] for name in RELEVANT_HEADERS if name in headers}
+        return "http", MappingProxyType(kept) if kept else _NO_HEADERS
+    if seams.transport_kind(ctx) == seams.HTTP_KIND:
+        return "http", _NO_HEADERS
+    return ("stdio" if on_stdio.get() else "memory"), _NO_HEADERS
 
 
 def _raw_meta(params: Mapping[str, Any] | None) -> Any:
@@ -71,19 +74,25 @@ class NegotiationMiddleware:
         if ctx.method == "initialize":
             return await self._initialize(ctx, call_next)
         started = time.perf_counter()
-        try:
-            record = self._request_record(ctx)
-        except NegotiationRefused as refused:
-            self._trace_refusal(ctx, refused.refusal, started)
-            raise _as_mcp_error(refused.refusal) from None
-        except Exception:
-            logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")
-            return await call_next(ctx)
+        record = self._negotiated(ctx, started, lambda: self._request_record(ctx))
         if record is not None and record.era == "modern":
             telemetry.record_negotiation(
                 ctx.method, record, self.policy, time.perf_counter() - started, session_id=None
             )
         return await self._publish(record, ctx, call_next)
+
+    def _negotiated(
+        self, ctx: ServerRequestContext[Any, Any], started: float, negotiate: Callable[[], Negotiation | None]
+    ) -> Negotiation | None:
+        """Run one negotiation: a refusal becomes the client's error; a bug of ours, a pass-through."""
+        try:
+            return negotiate()
+        except NegotiationRefused as refused:
+            self._trace_refusal(ctx, refused.refusal, started)
+            raise _as_mcp_error(refused.refusal) from None
+        except Exception:
+            logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")
+            return None
 
     async def _publish(
         self, record: Negotiation | None, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -103,10 +112,11 @@ class NegotiationMiddleware:
 
     def _request_record(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
         if revisions.era(ctx.protocol_version) == "modern":
+            transport, headers = _origin(ctx)
             return self.negotiator.request(
                 _raw_meta(ctx.params),
-                transport=seams.transport_of(ctx, on_stdio.get()),
-                headers=_relevant_headers(ctx),
+                transport=transport,
+                headers=headers,
                 check_required=ctx.method not in _EXEMPT,
             )
         stored = self._stored(ctx)
@@ -114,28 +124,20 @@ class NegotiationMiddleware:
             return stored
         # A legacy request with no handshake on this connection: stateless HTTP, where
         # every POST gets a fresh connection. What the client declared is unknown.
-        return self.negotiator.without_session(
-            ctx.protocol_version,
-            transport=seams.transport_of(ctx, on_stdio.get()),
-            headers=_relevant_headers(ctx),
-        )
+        transport, headers = _origin(ctx)
+        return self.negotiator.without_session(ctx.protocol_version, transport=transport, headers=headers)
 
     async def _initialize(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         started = time.perf_counter()
-        try:
-            record = self.negotiator.initialize(
-                ctx.params,
-                transport=seams.transport_of(ctx, on_stdio.get()),
-                headers=_relevant_headers(ctx),
-                session_id=seams.session_id(ctx),
-            )
-        except NegotiationRefused as refused:
-            self._trace_refusal(ctx, refused.refusal, started)
-            raise _as_mcp_error(refused.refusal) from None
-        except Exception:
-            logger.exception("mcp_negotiation: initialize negotiation failed unexpectedly; passing through")
-            return await call_next(ctx)
-        if not self._steer_sdk_answer(ctx, record):
+        transport, headers = _origin(ctx)
+        record = self._negotiated(
+            ctx,
+            started,
+            lambda: self.negotiator.initialize(
+                ctx.params, transport=transport, headers=headers, session_id=seams.session_id(ctx)
+            ),
+        )
+        if record is None or not self._steer_sdk_answer(ctx, record):
             return await call_next(ctx)
         result = await self._publish(record, ctx, call_next)
         answered = result.get("protocolVersion") if isinstance(result, Mapping) else None
@@ -185,7 +187,7 @@ class NegotiationMiddleware:
             time.perf_counter() - started,
             params=ctx.params,
             protocol_version=ctx.protocol_version,
-            transport=seams.transport_of(ctx, on_stdio.get()),
+            transport=_origin(ctx)[0],
             session_id=seams.session_id(ctx),
         )
 

@@ -14,8 +14,6 @@ from typing import Any, Final
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
-from ..negotiation import Transport
-
 logger = logging.getLogger("mcp_negotiation")
 
 STATE_KEY: Final = "mcp_negotiation.record"
@@ -57,14 +55,6 @@ def request_headers(ctx: Any) -> Mapping[str, str] | None:
 def sdk_answer_for(requested: Any) -> str:
     """The revision the SDK itself answers to an `initialize` asking for `requested`."""
     return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
-
-
-def transport_of(ctx: Any, stdio: bool) -> Transport:
-    if request_headers(ctx) is not None or transport_kind(ctx) == HTTP_KIND:
-        return "http"
-    if stdio:
-        return "stdio"
-    return "memory"
 
 
 def middleware_list(server: Any) -> list[Any] | None:
