@@ -54,7 +54,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from mcp_negotiation import revisions
-from mcp_negotiation.protocols import ProtocolName, _name_set
+from mcp_negotiation.protocols import ProtocolName, name_set
 from mcp_negotiation.revisions import FeatureRow
 
 __all__ = [
@@ -109,7 +109,7 @@ class Leg:
         object.__setattr__(self, "peer", _non_empty("peer", peer))
         object.__setattr__(self, "protocol", ProtocolName(protocol))
         object.__setattr__(self, "version", _non_empty("version", version))
-        object.__setattr__(self, "features", _name_set("features", features))
+        object.__setattr__(self, "features", name_set("features", features))
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -162,7 +162,7 @@ class FeatureMapping:
             raise ValueError(f"a feature mapping joins two different protocols, got {left_name} twice")
         table = tuple(sorted(pairs.items() if isinstance(pairs, Mapping) else pairs))
         for side, names in ((left_name, [a for a, _ in table]), (right_name, [b for _, b in table])):
-            _name_set(f"{side} feature names", names)
+            name_set(f"{side} feature names", names)
             if len(set(names)) != len(names):
                 raise ValueError(f"each {side} feature may be paired once; the table repeats one")
         object.__setattr__(self, "left", left_name)

@@ -46,6 +46,7 @@ __all__ = [
     "ProtocolName",
     "ProtocolVersion",
     "get_supported_versions",
+    "name_set",
     "negotiate_version",
     "version_is_compatible",
 ]
@@ -75,7 +76,7 @@ def _version_number(field: str, value: object) -> int:
     return value
 
 
-def _name_set(field: str, values: Iterable[str]) -> frozenset[str]:
+def name_set(field: str, values: Iterable[str]) -> frozenset[str]:
     """Freeze a collection of feature names, refusing the classic bare-string mistake.
 
     Shared with `bridge`, whose legs carry the same kind of name sets.
@@ -115,7 +116,7 @@ class ProtocolVersion:
         object.__setattr__(self, "major", _version_number("major", major))
         object.__setattr__(self, "minor", _version_number("minor", minor))
         object.__setattr__(self, "patch", _version_number("patch", patch))
-        object.__setattr__(self, "capabilities", _name_set("capabilities", capabilities))
+        object.__setattr__(self, "capabilities", name_set("capabilities", capabilities))
 
     @property
     def version_string(self) -> str:
