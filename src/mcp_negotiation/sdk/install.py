@@ -148,18 +148,27 @@ def _stdio_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     return _marking_stdio(wrapped(*args, **kwargs))
 
 
-_STDIO_SITES = ("mcp.server.stdio", "mcp.server.mcpserver.server")
-"""Modules that hold the SDK's `stdio_server` (patched where used, not only where defined)."""
+_STDIO_SITES = (
+    ("mcp.server.stdio", True),
+    ("mcp.server.mcpserver.server", True),
+    ("fastmcp.server.low_level", False),
+    ("fastmcp.server.mixins.transport", False),
+)
+"""Modules that hold the SDK's `stdio_server`, patched where used, not only where defined.
+FastMCP's are patched only when FastMCP is already imported (never imported for it)."""
 
 
 def _watch_stdio() -> None:
     import importlib
+    import sys
 
-    for module_name in _STDIO_SITES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
+    for module_name, import_it in _STDIO_SITES:
+        module = sys.modules.get(module_name)
+        if module is None and import_it:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
         current = getattr(module, "stdio_server", None)
         if current is None or isinstance(current, wrapt.FunctionWrapper):
             continue

@@ -140,7 +140,7 @@ class NegotiationMiddleware:
         if record is None or not self._steer_sdk_answer(ctx, record):
             return await call_next(ctx)
         result = await self._publish(record, ctx, call_next)
-        answered = result.get("protocolVersion") if isinstance(result, Mapping) else None
+        answered = _answered_version(result)
         if answered != record.protocol_version:
             logger.warning(
                 "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
@@ -190,6 +190,13 @@ class NegotiationMiddleware:
             transport=_origin(ctx)[0],
             session_id=seams.session_id(ctx),
         )
+
+
+def _answered_version(result: HandlerResult) -> object:
+    """The revision an `initialize` result announces, whether a dict or a model (FastMCP)."""
+    if isinstance(result, Mapping):
+        return result.get("protocolVersion")
+    return getattr(result, "protocol_version", None)
 
 
 def _as_mcp_error(refusal: Refusal) -> MCPError:
