@@ -135,3 +135,16 @@ def test_policy_mistakes_raise_at_construction() -> None:
         Policy(min_revision="2026-07-28", max_revision="2025-11-25")
     with pytest.raises(ValueError, match="unknown client capability"):
         Policy(required_capabilities=("telepathy",))
+
+
+def test_http_app_is_wrapped_once_and_unwrapped_by_uninstrument() -> None:
+    server = MCPServer("x")
+    instrument(Policy(), server)
+    negotiate(server, Policy())
+    try:
+        owner = server._lowlevel_server
+        wrapper = vars(owner)["streamable_http_app"]
+        assert wrapper.__wrapped__.__func__ is Server.streamable_http_app
+    finally:
+        uninstrument(server)
+    assert "streamable_http_app" not in vars(server._lowlevel_server)

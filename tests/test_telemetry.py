@@ -755,3 +755,89 @@ async def test_a_failing_telemetry_backend_never_reaches_the_server(
         ours = named(spans.get_finished_spans(), SPAN_NAME)
         assert ours
         assert any(not attrs(s) for s in ours)
+
+
+# --- The ASGI layer: refusals the SDK makes before dispatch ---------------------------
+
+_RAW_HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+    "mcp-method": "tools/list",
+}
+
+
+def _raw_modern(version: str) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+
+
+async def _post_raw(url: str, version: str) -> Any:
+    import httpx2
+
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(
+            url, json=_raw_modern(version), headers={**_RAW_HEADERS, "mcp-protocol-version": version}
+        )
+    return response
+
+
+def _refused(finished: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+    return [
+        s
+        for s in named(finished, "capability_negotiated")
+        if attrs(s)["mcp.negotiation.outcome"] == "refused"
+    ]
+
+
+async def test_sdk_refusal_before_dispatch_is_traced_by_the_asgi_layer(spans: InMemorySpanExporter) -> None:
+    from harness import serve_http
+
+    from mcp_negotiation.demo import build
+
+    with serve_http(build().streamable_http_app()) as url:
+        response = await _post_raw(url, "zzz")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32022
+    (span,) = _refused(spans.get_finished_spans())
+    assert attrs(span)["error.type"] == "-32022"
+    assert attrs(span)["mcp.negotiation.requested_version"] == "zzz"
+    assert attrs(span)["network.transport"] == "tcp"
+
+
+async def test_a_refusal_by_the_middleware_is_traced_once(spans: InMemorySpanExporter) -> None:
+    from harness import serve_http
+
+    from mcp_negotiation.demo import build
+
+    with serve_http(build(Policy(max_revision="2025-11-25")).streamable_http_app()) as url:
+        response = await _post_raw(url, "2026-07-28")
+    assert response.json()["error"]["code"] == -32022
+    assert len(_refused(spans.get_finished_spans())) == 1
+
+
+async def test_an_app_mounted_in_the_users_starlette_app_is_traced_once(spans: InMemorySpanExporter) -> None:
+    from contextlib import asynccontextmanager
+
+    from harness import serve_http
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from mcp_negotiation import negotiation_asgi
+    from mcp_negotiation.demo import build
+
+    server = build()
+    inner = server.streamable_http_app(streamable_http_path="/")
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        async with server.session_manager.run():
+            yield
+
+    outer = Starlette(routes=[Mount("/mcp", app=negotiation_asgi(inner))], lifespan=lifespan)
+    with serve_http(outer) as url:
+        response = await _post_raw(url + "/", "zzz")
+    assert response.json()["error"]["code"] == -32022
+    assert len(_refused(spans.get_finished_spans())) == 1

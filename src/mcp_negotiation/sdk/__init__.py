@@ -1,5 +1,6 @@
 """Adapters for the MCP Python SDK: the only package here that imports `mcp`."""
 
+from .asgi import negotiation_asgi
 from .context import NoNegotiation, client_supports, current_negotiation, negotiation_of, require, requires
 from .install import NegotiationUnavailable, instrument, negotiate, negotiated, uninstrument
 from .middleware import NegotiationMiddleware
@@ -13,6 +14,7 @@ __all__ = [
     "instrument",
     "negotiate",
     "negotiated",
+    "negotiation_asgi",
     "negotiation_of",
     "require",
     "requires",

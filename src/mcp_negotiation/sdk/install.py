@@ -22,6 +22,7 @@ import wrapt
 
 from ..negotiation import Policy
 from . import seams
+from .asgi import negotiation_asgi
 from .middleware import NegotiationMiddleware, on_stdio
 
 __all__ = ["NegotiationUnavailable", "instrument", "negotiate", "negotiated", "uninstrument"]
@@ -63,9 +64,26 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     if existing is not None:
         existing.configure(policy)
     else:
-        chain.insert(seams.otel_position(chain), NegotiationMiddleware(policy))
+        existing = NegotiationMiddleware(policy)
+        chain.insert(seams.otel_position(chain), existing)
+    _wrap_http_app(seams.lowlevel_server(server) or server, existing)
     _watch_stdio()
     return server
+
+
+_HTTP_APP = "streamable_http_app"
+
+
+def _wrap_http_app(owner: Any, middleware: NegotiationMiddleware) -> None:
+    """Make the server's `streamable_http_app()` return its app inside `negotiation_asgi`."""
+    current = getattr(owner, _HTTP_APP, None)
+    if current is None or isinstance(current, wrapt.ObjectProxy):
+        return
+
+    def build_app(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        return negotiation_asgi(wrapped(*args, **kwargs), middleware.policy)
+
+    setattr(owner, _HTTP_APP, wrapt.FunctionWrapper(current, build_app))
 
 
 def negotiated(policy: Policy | None = None) -> Callable[[Callable[..., _S]], Callable[..., _S]]:
@@ -132,6 +150,9 @@ def uninstrument(*servers: Any) -> None:
         chain = seams.middleware_list(server)
         if chain is not None:
             chain[:] = [m for m in chain if not isinstance(m, NegotiationMiddleware)]
+        owner = seams.lowlevel_server(server) or server
+        if isinstance(vars(owner).get(_HTTP_APP), wrapt.ObjectProxy):
+            delattr(owner, _HTTP_APP)
 
 
 @contextlib.asynccontextmanager

@@ -24,6 +24,7 @@ from .. import revisions, telemetry
 from ..errors import NegotiationRefused, Refusal
 from ..negotiation import Negotiation, Negotiator, Policy, Transport
 from . import seams
+from .asgi import REFUSED_MARK
 from .context import _current
 
 logger = logging.getLogger("mcp_negotiation")
@@ -89,6 +90,7 @@ class NegotiationMiddleware:
             return negotiate()
         except NegotiationRefused as refused:
             self._trace_refusal(ctx, refused.refusal, started)
+            seams.mark_refused(ctx, REFUSED_MARK)
             raise _as_mcp_error(refused.refusal) from None
         except Exception:
             logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")

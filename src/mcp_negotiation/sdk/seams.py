@@ -52,6 +52,13 @@ def request_headers(ctx: Any) -> Mapping[str, str] | None:
     return headers if isinstance(headers, Mapping) else None
 
 
+def mark_refused(ctx: Any, mark: str) -> None:
+    """Flag the HTTP request's ASGI scope (shared with the ASGI layer) as refused by us."""
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    if isinstance(scope, MutableMapping):
+        scope[mark] = True
+
+
 def sdk_answer_for(requested: Any) -> str:
     """The revision the SDK itself answers to an `initialize` asking for `requested`."""
     return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION

@@ -1,0 +1,103 @@
+"""ASGI layer: see the negotiations the SDK refuses before any middleware runs.
+
+The SDK's streamable HTTP transport answers some requests itself, before dispatch: a
+modern request whose `MCP-Protocol-Version` it does not serve (-32022), or headers that
+contradict the body (-32020). Those never reach the
+SDK middleware, so without this layer an operator would not see them in traces.
+
+`negotiation_asgi(app)` wraps any ASGI app serving MCP (also one mounted inside a
+user's Starlette or FastAPI application); `negotiate()` applies it to the app returned
+by the server's `streamable_http_app()`. It reads only small 400 responses' bodies,
+never requests' bodies, and never changes what is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final
+
+from .. import telemetry
+from ..errors import Refusal
+from ..negotiation import Policy
+
+__all__ = ["REFUSED_MARK", "negotiation_asgi"]
+
+logger = logging.getLogger("mcp_negotiation")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+REFUSED_MARK: Final = "mcp_negotiation.refused"
+"""Set in the ASGI scope once a refusal is traced (by the middleware or by this layer), so
+that it is traced once however many wrappers a mounted app has."""
+_TRACED_CODES: Final = frozenset({-32020, -32022})
+"""What the SDK's ladder refuses before dispatch for negotiation reasons (header/body, revision)."""
+_MAX_BODY: Final = 65_536
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def negotiation_asgi(app: ASGIApp, policy: Policy | None = None) -> ASGIApp:
+    """Wrap `app` so refusals made before dispatch are recorded as `capability_negotiated`."""
+    policy = policy if policy is not None else Policy()
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+        body = bytearray()
+
+        async def watching_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message.get("status", 0))
+            elif message["type"] == "http.response.body" and status == 400 and len(body) < _MAX_BODY:
+                body.extend(message.get("body", b"")[: _MAX_BODY - len(body)])
+                if not message.get("more_body", False):
+                    _trace(scope, bytes(body), policy, time.perf_counter() - started)
+            await send(message)
+
+        await app(scope, receive, watching_send)
+
+    return wrapped
+
+
+def _trace(scope: Scope, body: bytes, policy: Policy, duration: float) -> None:
+    """Record a pre-dispatch refusal found in a 400 response. Never raises."""
+    try:
+        if scope.get(REFUSED_MARK):
+            return
+        error = json.loads(body).get("error")
+        if not isinstance(error, dict) or error.get("code") not in _TRACED_CODES:
+            return
+        data = error.get("data")
+        refusal = Refusal(
+            error["code"], str(error.get("message", "")), data if isinstance(data, dict) else None
+        )
+        scope[REFUSED_MARK] = True  # an outer wrapper of the same request stays silent
+        version = _header(scope, b"mcp-protocol-version") or ""
+        telemetry.record_refusal(
+            _header(scope, b"mcp-method") or "unknown",
+            refusal,
+            policy,
+            duration,
+            params={"protocolVersion": version} if version else None,
+            protocol_version=version,
+            transport="http",
+            session_id=_header(scope, b"mcp-session-id"),
+        )
+    except Exception:
+        logger.debug("mcp_negotiation: could not read a refused response", exc_info=True)
