@@ -7,11 +7,18 @@ from typing import Any
 import pytest
 from fastmcp import Client as FastMCPClient
 from fastmcp import Context, FastMCP
-from harness import legacy_session, open_streams, serve_http, structured
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_negotiation import NegotiationMiddleware, Policy, client_supports, negotiate, negotiation_of, requires
+from harness import legacy_session, open_streams, serve_http, structured
+from mcp_negotiation import (
+    NegotiationMiddleware,
+    Policy,
+    client_supports,
+    negotiate,
+    negotiation_of,
+    requires,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +55,10 @@ def test_negotiate_installs_once_in_the_lowlevel_chain() -> None:
 async def test_legacy_clients_over_http(revision: str) -> None:
     caps = {"roots": {"listChanged": True}, "sampling": {}}
     with serve_http(_build().http_app(path="/mcp")) as url:
-        async with open_streams("http", url) as streams, legacy_session(streams, revision, caps) as (session, init):
+        async with (
+            open_streams("http", url) as streams,
+            legacy_session(streams, revision, caps) as (session, init),
+        ):
             assert init.protocol_version == revision
             seen = structured(await session.call_tool("seen", {}))
     assert seen == {"version": revision, "capabilities": caps, "sampling": True, "roots.listChanged": True}
@@ -56,9 +66,12 @@ async def test_legacy_clients_over_http(revision: str) -> None:
 
 async def test_counter_offer_through_fastmcp() -> None:
     server = _build(Policy(min_revision="2025-06-18"))
-    async with open_streams("memory", server._mcp_server) as streams, legacy_session(streams, "2024-11-05", {}) as (
-        session,
-        init,
+    async with (
+        open_streams("memory", server._mcp_server) as streams,
+        legacy_session(streams, "2024-11-05", {}) as (
+            session,
+            init,
+        ),
     ):
         assert init.protocol_version == "2025-11-25"
         assert structured(await session.call_tool("seen", {}))["version"] == "2025-11-25"
@@ -96,13 +109,19 @@ async def test_fastmcp_own_client_sees_what_it_declared() -> None:
 async def test_fastmcp_over_stdio_in_both_eras() -> None:
     import sys
 
-    from harness import ROOT
     from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable, args=[str(ROOT / "tests/servers/fastmcp_stdio.py")])
-    async with open_streams("stdio", params) as streams, legacy_session(streams, "2025-03-26", {"sampling": {}}) as (
-        session,
-        _,
+    from harness import ROOT
+
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(ROOT / "tests/servers/fastmcp_stdio.py")]
+    )
+    async with (
+        open_streams("stdio", params) as streams,
+        legacy_session(streams, "2025-03-26", {"sampling": {}}) as (
+            session,
+            _,
+        ),
     ):
         seen = structured(await session.call_tool("seen", {}))
     assert (seen["protocol_version"], seen["transport"], seen["client_capabilities"]) == (

@@ -7,6 +7,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+import wrapt
 from mcp import Client
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import Context, MCPServer
@@ -144,7 +145,8 @@ def test_http_app_is_wrapped_once_and_unwrapped_by_uninstrument() -> None:
     try:
         owner = server._lowlevel_server
         wrapper = vars(owner)["streamable_http_app"]
-        assert wrapper.__wrapped__.__func__ is Server.streamable_http_app
+        assert isinstance(wrapper, wrapt.FunctionWrapper)
+        assert not isinstance(wrapper.__wrapped__, wrapt.FunctionWrapper)
     finally:
         uninstrument(server)
     assert "streamable_http_app" not in vars(server._lowlevel_server)

@@ -794,7 +794,6 @@ def _refused(finished: Sequence[ReadableSpan]) -> list[ReadableSpan]:
 
 async def test_sdk_refusal_before_dispatch_is_traced_by_the_asgi_layer(spans: InMemorySpanExporter) -> None:
     from harness import serve_http
-
     from mcp_negotiation.demo import build
 
     with serve_http(build().streamable_http_app()) as url:
@@ -809,7 +808,6 @@ async def test_sdk_refusal_before_dispatch_is_traced_by_the_asgi_layer(spans: In
 
 async def test_a_refusal_by_the_middleware_is_traced_once(spans: InMemorySpanExporter) -> None:
     from harness import serve_http
-
     from mcp_negotiation.demo import build
 
     with serve_http(build(Policy(max_revision="2025-11-25")).streamable_http_app()) as url:
@@ -821,10 +819,10 @@ async def test_a_refusal_by_the_middleware_is_traced_once(spans: InMemorySpanExp
 async def test_an_app_mounted_in_the_users_starlette_app_is_traced_once(spans: InMemorySpanExporter) -> None:
     from contextlib import asynccontextmanager
 
-    from harness import serve_http
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
+    from harness import serve_http
     from mcp_negotiation import negotiation_asgi
     from mcp_negotiation.demo import build
 

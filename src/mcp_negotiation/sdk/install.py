@@ -77,7 +77,7 @@ _HTTP_APP = "streamable_http_app"
 def _wrap_http_app(owner: Any, middleware: NegotiationMiddleware) -> None:
     """Make the server's `streamable_http_app()` return its app inside `negotiation_asgi`."""
     current = getattr(owner, _HTTP_APP, None)
-    if current is None or isinstance(current, wrapt.ObjectProxy):
+    if current is None or isinstance(current, wrapt.FunctionWrapper):
         return
 
     def build_app(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -151,7 +151,7 @@ def uninstrument(*servers: Any) -> None:
         if chain is not None:
             chain[:] = [m for m in chain if not isinstance(m, NegotiationMiddleware)]
         owner = seams.lowlevel_server(server) or server
-        if isinstance(vars(owner).get(_HTTP_APP), wrapt.ObjectProxy):
+        if isinstance(vars(owner).get(_HTTP_APP), wrapt.FunctionWrapper):
             delattr(owner, _HTTP_APP)
 
 
