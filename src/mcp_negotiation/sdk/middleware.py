@@ -113,7 +113,9 @@ class NegotiationMiddleware:
         return record if isinstance(record, Negotiation) else None
 
     def _request_record(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
-        if revisions.era(ctx.protocol_version) == "modern":
+        # Not a handshake revision: the request must carry its own envelope. (The SDK's
+        # in-process dispatcher adopts whatever revision the envelope names, even "zzz".)
+        if revisions.era(ctx.protocol_version) != "legacy":
             transport, headers = _origin(ctx)
             return self.negotiator.request(
                 _raw_meta(ctx.params),

@@ -1,0 +1,101 @@
+"""Raw modern requests a real client would never send, over every non-HTTP path.
+
+(HTTP is covered in test_http_isolation.py.) Each malformed or wrong-era request gets a
+JSON-RPC error, and the next well-formed request on the same connection is served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.server.runner import modern_on_request
+from mcp.shared.direct_dispatcher import create_direct_dispatcher_pair
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ConfigDict
+
+from harness import RawRequest, demo_params, open_streams
+from mcp_negotiation.demo import build
+
+pytestmark = pytest.mark.anyio
+
+GOOD = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"sampling": {}},
+}
+
+
+class AnyResult(BaseModel):
+    """Whatever the server answered, kept whole."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+Send = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+async def _no_notifications(*args: Any) -> None:
+    return None
+
+
+@asynccontextmanager
+async def connection(kind: str) -> AsyncIterator[Send]:
+    """A way to send raw requests to the demo server over `kind`."""
+    if kind == "direct":
+        server = build()._lowlevel_server
+        client, peer = create_direct_dispatcher_pair(raise_handler_exceptions=False)
+        async with server.lifespan(server) as state, anyio.create_task_group() as tg:
+            await tg.start(peer.run, modern_on_request(server, state), _no_notifications)
+            await tg.start(client.run, _no_notifications, _no_notifications)
+
+            async def send_direct(method: str, params: dict[str, Any]) -> dict[str, Any]:
+                return await client.send_raw_request(method, params)
+
+            yield send_direct
+            client.close()
+            peer.close()
+        return
+    target = build() if kind == "memory" else demo_params()
+    async with open_streams(kind, target) as streams, ClientSession(streams[0], streams[1]) as session:
+
+        async def send(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            result = await session.send_request(RawRequest(method=method, params=params), AnyResult)
+            return result.model_dump(by_alias=True)
+
+        yield send
+
+
+def _call(meta: Any) -> dict[str, Any]:
+    return {"name": "negotiation", "arguments": {}, "_meta": meta}
+
+
+@pytest.mark.parametrize("kind", ["direct", "memory", "stdio"])
+@pytest.mark.parametrize(
+    ("method", "params", "code"),
+    [
+        ("tools/call", _call({**GOOD, "io.modelcontextprotocol/clientCapabilities": "nope"}), -32602),
+        ("tools/call", _call({**GOOD, "io.modelcontextprotocol/protocolVersion": "zzz"}), -32022),
+        (
+            "tools/call",
+            _call({**GOOD, "io.modelcontextprotocol/clientInfo": ["not", "an", "object"]}),
+            -32602,
+        ),
+        ("resources/subscribe", {"uri": "file:///x", "_meta": GOOD}, -32601),
+    ],
+    ids=["capabilities-not-object", "unknown-revision", "client-info-not-object", "legacy-only-method"],
+)
+async def test_bad_modern_request_is_refused_then_the_next_served(
+    kind: str, method: str, params: dict[str, Any], code: int
+) -> None:
+    async with connection(kind) as send:
+        # Open the connection in the modern era with a good request first.
+        assert (await send("tools/call", _call(GOOD)))["structuredContent"]["era"] == "modern"
+        with pytest.raises(MCPError) as refused:
+            await send(method, params)
+        assert refused.value.error.code == code
+        served = await send("tools/call", _call(GOOD))
+        assert served["structuredContent"]["client_capabilities"] == {"sampling": {}}
