@@ -6,8 +6,9 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from harness import legacy_session, open_streams, stdio_params
 from mcp import Client
+
+from harness import legacy_session, open_streams, stdio_params
 
 pytestmark = pytest.mark.anyio
 
