@@ -135,6 +135,7 @@ async def test_counter_offer_is_what_the_sdk_answers_and_records(endpoint: Any) 
         assert init.protocol_version == "2025-11-25"
         seen = structured(await session.call_tool("negotiation", {}))
     assert seen["protocol_version"] == "2025-11-25"
+    assert seen["sdk_protocol_version"] == "2025-11-25"
     if kind != "http-stateless":
         assert seen["requested_version"] == "2025-03-26"
         assert seen["outcome"] == "counter_offered"

@@ -37,7 +37,11 @@ def build(policy: Policy | None = None) -> MCPServer:
     async def negotiation(ctx: Context) -> dict[str, Any]:
         """What was negotiated with the caller: revision, era, and what the client supports."""
         record = negotiation_of(ctx)
-        return {**record.as_dict(), "supports": {name: client_supports(ctx, name) for name in FEATURES}}
+        return {
+            **record.as_dict(),
+            "supports": {name: client_supports(ctx, name) for name in FEATURES},
+            "sdk_protocol_version": ctx.protocol_version,
+        }
 
     @server.tool()
     @requires("sampling")
