@@ -4,8 +4,22 @@ import sys
 from pathlib import Path
 
 import pytest
+import trustme
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+from profile_server import Tls, make_tls
+
+
+@pytest.fixture(scope="session")
+def ca() -> trustme.CA:
+    """One test CA per run, for the local HTTPS profile servers."""
+    return trustme.CA()
+
+
+@pytest.fixture
+def tls(ca: trustme.CA) -> Tls:
+    return make_tls(ca)
 
 
 @pytest.fixture

@@ -76,12 +76,14 @@ def initialize_params(revision: str, capabilities: dict[str, Any], **extra: Any)
 
 @asynccontextmanager
 async def legacy_session(
-    streams: Any, revision: str, capabilities: dict[str, Any] | None = None
+    streams: Any, revision: str, capabilities: dict[str, Any] | None = None, **extra: Any
 ) -> AsyncIterator[tuple[ClientSession, types.InitializeResult]]:
-    """A `ClientSession` that completed `initialize` offering `revision`."""
+    """A `ClientSession` that completed `initialize` offering `revision` (`extra`: more params)."""
     read, write = streams[0], streams[1]
     async with ClientSession(read, write) as session:
-        request = RawRequest(method="initialize", params=initialize_params(revision, capabilities or {}))
+        request = RawRequest(
+            method="initialize", params=initialize_params(revision, capabilities or {}, **extra)
+        )
         result = await session.send_request(request, types.InitializeResult)
         session.adopt(result)
         await session.send_notification(types.InitializedNotification())

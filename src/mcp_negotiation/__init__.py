@@ -21,6 +21,7 @@ from .sdk import (
     negotiation_of,
     require,
     requires,
+    requires_ucp,
     uninstrument,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "negotiation_of",
     "require",
     "requires",
+    "requires_ucp",
     "supports",
     "uninstrument",
 ]

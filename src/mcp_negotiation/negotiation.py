@@ -141,6 +141,11 @@ class Policy:
             if not isinstance(name, str) or not _is_capability_name(name):
                 raise ValueError(f"unknown client capability in required_capabilities: {name!r}")
         object.__setattr__(self, "required_capabilities", required)
+        if self.ucp is not None:
+            from .ucp.binding import UcpPolicy
+
+            if not isinstance(self.ucp, UcpPolicy):
+                raise ValueError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
         object.__setattr__(self, "withhold", frozenset(self.withhold))
         if not self.accepted():
             raise ValueError("the policy accepts no revision: check min_revision and max_revision")
@@ -208,7 +213,7 @@ class Negotiation:
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (plain dicts and lists), for logs, tool results and the probe."""
-        ucp = self.ucp.as_dict() if self.ucp is not None and hasattr(self.ucp, "as_dict") else None
+        ucp = self.ucp.as_dict() if self.ucp is not None else None
         return {
             "era": self.era,
             "protocol_version": self.protocol_version,

@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import socket
-import ssl
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import httpx2
 import pytest
-import trustme
 
 from mcp_negotiation.ucp import (
     INVALID_PROFILE_URL,
@@ -32,114 +27,11 @@ from mcp_negotiation.ucp import (
     UcpError,
     is_special_address,
 )
+from profile_server import BODY, DOCUMENT, ProfileServer, Route, Tls
 
 pytestmark = pytest.mark.anyio
 
-DOCUMENT = {
-    "ucp": {
-        "version": "2026-04-08",
-        "capabilities": {"dev.ucp.shopping.checkout": [{"version": "2026-04-08"}]},
-    }
-}
-BODY = json.dumps(DOCUMENT).encode()
 PROFILE = Profile.from_json(DOCUMENT)
-
-
-@dataclass
-class Route:
-    status: int = 200
-    body: bytes = BODY
-    headers: dict[str, str] = field(default_factory=dict)
-    declare_length: bool = True
-    gate: asyncio.Event | None = None
-    """When set, the answer waits for this event (the server "never answers" until then)."""
-
-
-@dataclass
-class Request:
-    path: str
-    headers: dict[str, str]
-
-
-class ProfileServer:
-    """A minimal HTTPS/1.1 server that records what it was asked and answers from `routes`."""
-
-    def __init__(self, context: ssl.SSLContext) -> None:
-        self.routes: dict[str, Route] = {}
-        self.requests: list[Request] = []
-        self.server_names: list[str | None] = []
-        self.arrived = asyncio.Event()
-        self._context = context
-        self._context.sni_callback = lambda _sock, name, _ctx: self.server_names.append(name)
-        self._gates: list[asyncio.Event] = []
-        self._server: asyncio.Server | None = None
-        self.port = 0
-
-    def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"https://{host}:{self.port}{path}"
-
-    def gate(self) -> asyncio.Event:
-        event = asyncio.Event()
-        self._gates.append(event)
-        return event
-
-    async def __aenter__(self) -> ProfileServer:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self._context)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
-        for gate in self._gates:
-            gate.set()
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-            request_line, *lines = head.split("\r\n")
-            path = request_line.split(" ")[1]
-            headers = {
-                k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines if line)
-            }
-            self.requests.append(Request(path, headers))
-            self.arrived.set()
-            route = self.routes.get(path, Route(404, b""))
-            if route.gate is not None:
-                await route.gate.wait()
-            response_headers = {"Connection": "close", **route.headers}
-            if route.declare_length:
-                response_headers["Content-Length"] = str(len(route.body))
-            head_out = f"HTTP/1.1 {route.status} X\r\n" + "".join(
-                f"{k}: {v}\r\n" for k, v in response_headers.items()
-            )
-            writer.write(head_out.encode() + b"\r\n" + route.body)
-            await writer.drain()
-        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
-            pass  # the client hung up, which several tests make it do
-        finally:
-            writer.close()
-
-
-@dataclass
-class Tls:
-    server: ssl.SSLContext
-    client: ssl.SSLContext
-
-
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-def tls(ca: trustme.CA) -> Tls:
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", "127.0.0.1", "::1").configure_cert(server)
-    client = ssl.create_default_context()
-    ca.configure_trust(client)
-    return Tls(server, client)
 
 
 class Clock:

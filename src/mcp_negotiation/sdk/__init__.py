@@ -1,7 +1,15 @@
 """Adapters for the MCP Python SDK: the only package here that imports `mcp`."""
 
 from .asgi import negotiation_asgi
-from .context import NoNegotiation, client_supports, current_negotiation, negotiation_of, require, requires
+from .context import (
+    NoNegotiation,
+    client_supports,
+    current_negotiation,
+    negotiation_of,
+    require,
+    requires,
+    requires_ucp,
+)
 from .install import NegotiationUnavailable, instrument, negotiate, negotiated, uninstrument
 from .middleware import NegotiationMiddleware
 
@@ -18,5 +26,6 @@ __all__ = [
     "negotiation_of",
     "require",
     "requires",
+    "requires_ucp",
     "uninstrument",
 ]

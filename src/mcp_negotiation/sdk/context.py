@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any, TypeVar, cast
 
 from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, TextContent
 
 from ..negotiation import Negotiation, Negotiator, supports
+from ..ucp.errors import INVALID_PROFILE_URL, UcpError
 
 __all__ = [
     "NoNegotiation",
@@ -27,6 +31,7 @@ __all__ = [
     "negotiation_of",
     "require",
     "requires",
+    "requires_ucp",
 ]
 
 _current: ContextVar[tuple[Negotiation, Negotiator] | None] = ContextVar(
@@ -80,6 +85,64 @@ def require(*features: str) -> None:
     refusal = negotiator.missing_required(record, features)
     if refusal is not None:
         raise MCPError(refusal.code, refusal.message, dict(refusal.data or {}))
+
+
+def _scoped_ucp(root: str) -> tuple[Negotiation, Negotiator] | CallToolResult:
+    """The current record narrowed to one UCP operation, or the result refusing it."""
+    entry = _current.get()
+    agreement = entry[0].ucp if entry is not None else None
+    if entry is None or agreement is None:
+        missing = UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
+        error = missing.to_jsonrpc_error()
+        raise MCPError(error["code"], error["message"], error["data"])
+    try:
+        scoped = agreement.for_operation(root)
+    except UcpError as incompatible:
+        structured = incompatible.to_tool_result()
+        text = TextContent(type="text", text=json.dumps(structured))
+        return CallToolResult(content=[text], structured_content=structured)
+    return replace(entry[0], ucp=scoped), entry[1]
+
+
+def requires_ucp(root: str) -> Callable[[_F], _F]:
+    """Decorate a tool serving the UCP operation whose capability is `root`.
+
+    Without a platform profile the call is refused (-32001, `invalid_profile_url`);
+    when `root` did not survive negotiation the tool answers UCP's
+    `capabilities_incompatible` result instead of running. Inside the tool,
+    `negotiation_of(ctx).ucp` is the agreement restricted to `root` and its extensions.
+    With `UcpPolicy(stamp_results=True)`, a dict result gets the `ucp` block added.
+    """
+    if not isinstance(root, str) or not root:
+        raise ValueError("requires_ucp() needs a capability name")
+
+    def decorate(fn: _F) -> _F:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError("requires_ucp() decorates async tool functions")
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            scoped = _scoped_ucp(root)
+            if isinstance(scoped, CallToolResult):
+                return scoped
+            token = _current.set(scoped)
+            try:
+                result = await fn(*args, **kwargs)
+            finally:
+                _current.reset(token)
+            ucp_policy = scoped[1].policy.ucp
+            if (
+                ucp_policy is not None
+                and ucp_policy.stamp_results
+                and isinstance(result, dict)
+                and "ucp" not in result
+            ):
+                result = {**result, "ucp": scoped[0].ucp.to_ucp_block(root)}
+            return result
+
+        return cast(_F, wrapper)
+
+    return decorate
 
 
 def requires(*features: str) -> Callable[[_F], _F]:

@@ -14,8 +14,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping, MutableMapping
 from contextvars import ContextVar
+from dataclasses import replace
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -23,6 +24,14 @@ from mcp.shared.exceptions import MCPError
 from .. import revisions, telemetry
 from ..errors import NegotiationRefused, Refusal
 from ..negotiation import Negotiation, Negotiator, Policy, Transport
+from ..ucp.binding import (
+    UCP_EXTENSION_ID,
+    UcpNegotiator,
+    advertisement,
+    platform_profile_url,
+    session_profile_url,
+)
+from ..ucp.errors import UcpError
 from . import seams
 from .asgi import REFUSED_MARK
 from .context import _current
@@ -31,6 +40,9 @@ logger = logging.getLogger("mcp_negotiation")
 
 RELEVANT_HEADERS: Final = ("mcp-protocol-version", "ucp-agent")
 """The only request headers copied onto records: never authorization or cookies."""
+
+UCP_STATE_KEY: Final = "mcp_negotiation.ucp_profile"
+"""Our key in `Connection.state` for the stdio extension's session default profile URL."""
 
 _EXEMPT: Final = frozenset({"server/discover", "ping"})
 """Methods a client may call without the policy's required capabilities, to learn them."""
@@ -66,6 +78,7 @@ class NegotiationMiddleware:
         """Switch to another policy (used when `negotiate` is applied again)."""
         self.policy = policy
         self.negotiator = Negotiator(policy)
+        self.ucp = UcpNegotiator(policy.ucp) if policy.ucp is not None else None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:
@@ -76,11 +89,48 @@ class NegotiationMiddleware:
             return await self._initialize(ctx, call_next)
         started = time.perf_counter()
         record = self._negotiated(ctx, started, lambda: self._request_record(ctx))
-        if record is not None and record.era == "modern":
+        if record is not None and self.ucp is not None and ctx.method == "tools/call":
+            record = await self._with_ucp(ctx, record, self.ucp, started)
+        if record is not None and (record.era == "modern" or record.ucp is not None):
             telemetry.record_negotiation(
-                ctx.method, record, self.policy, time.perf_counter() - started, session_id=None
+                ctx.method,
+                record,
+                self.policy,
+                time.perf_counter() - started,
+                session_id=seams.session_id(ctx),
             )
-        return await self._publish(record, ctx, call_next)
+        result = await self._publish(record, ctx, call_next)
+        if ctx.method == "server/discover":
+            self._advertise(result, "extensions")
+        return result
+
+    async def _with_ucp(
+        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, ucp: UcpNegotiator, started: float
+    ) -> Negotiation:
+        """The record with this call's UCP agreement, when the call names a platform profile."""
+        state = seams.connection_state(ctx)
+        try:
+            url = platform_profile_url(
+                ctx.params,
+                _origin(ctx)[1],
+                session_default=state.get(UCP_STATE_KEY) if state is not None else None,
+                legacy_meta=ucp.policy.legacy_meta,
+            )
+            if url is None:
+                return record
+            agreement = await ucp.agree(url)
+        except UcpError as failure:
+            error = failure.to_jsonrpc_error()
+            self._refuse(ctx, Refusal(error["code"], error["message"], error["data"]), started)
+        return replace(record, ucp=agreement)
+
+    def _advertise(self, result: HandlerResult, where: str) -> None:
+        """Tell clients the business's UCP capabilities (legacy: `experimental`)."""
+        if self.ucp is None or not isinstance(result, dict):
+            return
+        capabilities = result.get("capabilities")
+        if isinstance(capabilities, dict):
+            capabilities.setdefault(where, {})[UCP_EXTENSION_ID] = advertisement(self.ucp.policy.business)
 
     def _negotiated(
         self, ctx: ServerRequestContext[Any, Any], started: float, negotiate: Callable[[], Negotiation | None]
@@ -89,9 +139,7 @@ class NegotiationMiddleware:
         try:
             return negotiate()
         except NegotiationRefused as refused:
-            self._trace_refusal(ctx, refused.refusal, started)
-            seams.mark_refused(ctx, REFUSED_MARK)
-            raise _as_mcp_error(refused.refusal) from None
+            self._refuse(ctx, refused.refusal, started)
         except Exception:
             logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")
             return None
@@ -154,6 +202,9 @@ class NegotiationMiddleware:
         state = seams.connection_state(ctx)
         if state is not None:
             state[seams.STATE_KEY] = record
+            if self.ucp is not None:
+                state[UCP_STATE_KEY] = session_profile_url(ctx.params)
+        self._advertise(result, "experimental")
         if record.degraded:
             logger.info(
                 "mcp_negotiation: client %r at %s loses %s",
@@ -183,7 +234,8 @@ class NegotiationMiddleware:
         params["protocolVersion"] = record.protocol_version
         return True
 
-    def _trace_refusal(self, ctx: ServerRequestContext[Any, Any], refusal: Refusal, started: float) -> None:
+    def _refuse(self, ctx: ServerRequestContext[Any, Any], refusal: Refusal, started: float) -> NoReturn:
+        """Trace the refusal, mark it for the ASGI layer, and answer the client with it."""
         telemetry.record_refusal(
             ctx.method,
             refusal,
@@ -194,6 +246,8 @@ class NegotiationMiddleware:
             transport=_origin(ctx)[0],
             session_id=seams.session_id(ctx),
         )
+        seams.mark_refused(ctx, REFUSED_MARK)
+        raise _as_mcp_error(refusal)
 
 
 def _answered_version(result: HandlerResult) -> object:

@@ -7,6 +7,15 @@ the network, through the HTTP client `mcp` already installs.
 
 from __future__ import annotations
 
+from .binding import (
+    UCP_EXTENSION_ID,
+    UCP_SESSION_KEY,
+    UcpNegotiator,
+    UcpPolicy,
+    advertisement,
+    platform_profile_url,
+    session_profile_url,
+)
 from .errors import (
     CAPABILITIES_INCOMPATIBLE,
     INVALID_PROFILE_URL,
@@ -39,7 +48,9 @@ __all__ = [
     "ORPHANED_EXTENSION",
     "PROFILE_MALFORMED",
     "PROFILE_UNREACHABLE",
+    "UCP_EXTENSION_ID",
     "UCP_JSONRPC_ERROR",
+    "UCP_SESSION_KEY",
     "VERSION_UNSUPPORTED",
     "CapabilityEntry",
     "DropReason",
@@ -52,9 +63,14 @@ __all__ = [
     "UcpAgreement",
     "UcpError",
     "UcpErrorCode",
+    "UcpNegotiator",
+    "UcpPolicy",
+    "advertisement",
     "is_special_address",
     "is_version",
     "negotiate_capabilities",
     "parse_ucp_agent",
+    "platform_profile_url",
+    "session_profile_url",
     "validate_profile_url",
 ]

@@ -88,6 +88,14 @@ class UcpAgreement:
             entries={name: e for name, e in self.entries.items() if name in relevant},
         )
 
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary: the version, the chosen capability versions, what was dropped."""
+        return {
+            "version": self.version,
+            "capabilities": dict(self.capabilities),
+            "dropped": dict(self.dropped),
+        }
+
     def to_ucp_block(self, root: str) -> dict[str, Any]:
         """The `ucp` object a response to an operation on `root` carries."""
         scoped = self.for_operation(root)

@@ -1,0 +1,69 @@
+"""A shop serving UCP over MCP: the business profile is written once, every call negotiated.
+
+    python examples/ucp_shop.py                      # stdio
+    python examples/ucp_shop.py --http 8000          # streamable HTTP on 127.0.0.1:8000
+
+Platforms name their profile in `arguments.meta["ucp-agent"].profile` or the
+`UCP-Agent` header (on stdio, also once for the session, see docs/ucp-in-servers.md).
+Profiles are fetched over HTTPS; `--trust-ca` and `--allow-address` let a local test
+platform on 127.0.0.1 be used, which the default resolver refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ssl
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+
+from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
+from mcp_negotiation.ucp import HttpsProfileResolver, ProfileResolver, UcpPolicy
+
+BUSINESS_PROFILE = Path(__file__).with_name("ucp") / "business_profile.json"
+CHECKOUT = "dev.ucp.shopping.checkout"
+
+
+def build(resolver: ProfileResolver | None = None, *, legacy_meta: bool = False) -> MCPServer:
+    ucp = UcpPolicy(
+        business_profile=BUSINESS_PROFILE, resolver=resolver, stamp_results=True, legacy_meta=legacy_meta
+    )
+    server = negotiate(MCPServer("ucp-shop"), Policy(ucp=ucp))
+
+    @server.tool()
+    @requires_ucp(CHECKOUT)
+    async def create_checkout(items: list[str], ctx: Context) -> dict[str, Any]:
+        """Open a checkout; extensions the platform shares (discounts, gift wrap) are offered."""
+        agreement = negotiation_of(ctx).ucp
+        return {"items": items, "status": "incomplete", "extensions": sorted(agreement.capabilities)}
+
+    @server.tool()
+    async def negotiated(ctx: Context) -> dict[str, Any]:
+        """The full UCP agreement of this call (None when the call named no platform)."""
+        record = negotiation_of(ctx)
+        return {"ucp": record.ucp.as_dict() if record.ucp else None}
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--http", type=int, metavar="PORT")
+    parser.add_argument("--trust-ca", metavar="PEM", help="trust this CA for platform profiles")
+    parser.add_argument("--allow-address", action="append", default=[], help="a special-use address to allow")
+    args = parser.parse_args()
+    context = ssl.create_default_context(cafile=args.trust_ca) if args.trust_ca else None
+    server = build(HttpsProfileResolver(ssl_context=context, allow_addresses=args.allow_address))
+    if args.http:
+        import uvicorn
+
+        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=args.http, log_level="warning")
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""UCP over MCP: where a call names its platform profile, and the business's settings.
+
+Pure rules (no I/O of their own): which source of the platform profile URL wins, how a
+business advertises itself to MCP clients, and the cache of agreements per platform.
+The resolver that fetches profiles is injected; the SDK adapter calls `UcpNegotiator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from os import PathLike
+from typing import Any, Final
+
+from .errors import INVALID_PROFILE_URL, UcpError
+from .header import parse_ucp_agent, validate_profile_url
+from .negotiate import UcpAgreement, negotiate_capabilities
+from .profile import Profile
+from .resolver import HttpsProfileResolver, ProfileResolver
+
+__all__ = [
+    "UCP_EXTENSION_ID",
+    "UCP_SESSION_KEY",
+    "UcpNegotiator",
+    "UcpPolicy",
+    "advertisement",
+    "platform_profile_url",
+    "session_profile_url",
+]
+
+UCP_SESSION_KEY: Final = "dev.mcp-negotiation/ucp-profile"
+"""This project's extension for stdio, where there are no headers: a platform profile URL
+in `initialize` params (or its `_meta`), or in a request's `_meta`. Not part of UCP."""
+
+UCP_EXTENSION_ID: Final = "dev.ucp/profile"
+"""The key under which the business's UCP version and capabilities are advertised: in
+`capabilities.extensions` to modern clients, in `capabilities.experimental` to legacy
+ones (the 2025 wire schema strips `extensions`)."""
+
+_AGREEMENT_CACHE: Final = 1_024
+
+
+@dataclass(frozen=True)
+class UcpPolicy:
+    """What a business serving UCP over MCP configures once.
+
+    `business_profile` is the business's own profile (a `Profile`, its JSON as a
+    mapping, or a path to the JSON file). `resolver` fetches platform profiles; the
+    default is `HttpsProfileResolver()`. `legacy_meta` also accepts the 2026-01-11
+    binding's `params._meta.ucp.profile`. `stamp_results` adds the negotiated `ucp`
+    block to results of `@requires_ucp` tools returning a dict. `continue_url` is the
+    web fallback offered with discovery errors.
+    """
+
+    business_profile: Profile | Mapping[str, Any] | str | PathLike[str]
+    resolver: ProfileResolver | None = None
+    legacy_meta: bool = False
+    stamp_results: bool = False
+    continue_url: str | None = None
+    business: Profile = field(init=False, repr=False)
+    fetcher: ProfileResolver = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        source = self.business_profile
+        if isinstance(source, Profile):
+            business = source
+        elif isinstance(source, Mapping):
+            business = Profile.from_json(source)
+        else:
+            business = Profile.from_file(source)
+        object.__setattr__(self, "business", business)
+        object.__setattr__(self, "fetcher", self.resolver or HttpsProfileResolver())
+
+
+def _profile_in(value: Any) -> str | None:
+    profile = value.get("profile") if isinstance(value, Mapping) else None
+    return validate_profile_url(profile) if profile is not None else None
+
+
+def platform_profile_url(
+    params: Any,
+    headers: Mapping[str, str],
+    *,
+    session_default: Any = None,
+    legacy_meta: bool = False,
+) -> str | None:
+    """The platform profile URL a `tools/call` names, by the documented order of sources.
+
+    1. `params.arguments.meta["ucp-agent"].profile` (UCP's MCP binding);
+    2. the HTTP `UCP-Agent` header — when both are present they must agree;
+    3. `params._meta.ucp.profile`, only with `legacy_meta` (the 2026-01-11 binding);
+    4. `params._meta["dev.mcp-negotiation/ucp-profile"]`, then the session default taken
+       from `initialize` (this project's extension for stdio).
+    None when the call names no platform at all.
+    """
+    params = params if isinstance(params, Mapping) else {}
+    arguments = params.get("arguments")
+    meta = arguments.get("meta") if isinstance(arguments, Mapping) else None
+    from_arguments = _profile_in(meta.get("ucp-agent")) if isinstance(meta, Mapping) else None
+    header = headers.get("ucp-agent")
+    from_header = parse_ucp_agent(header) if header is not None else None
+    if from_arguments and from_header and from_arguments != from_header:
+        raise UcpError(INVALID_PROFILE_URL, "the UCP-Agent header and arguments.meta name different profiles")
+    if from_arguments or from_header:
+        return from_arguments or from_header
+    request_meta = params.get("_meta")
+    if isinstance(request_meta, Mapping):
+        if legacy_meta and (legacy := _profile_in(request_meta.get("ucp"))):
+            return legacy
+        extension = request_meta.get(UCP_SESSION_KEY)
+        if extension is not None:
+            return validate_profile_url(extension)
+    return validate_profile_url(session_default) if session_default is not None else None
+
+
+def session_profile_url(initialize_params: Any) -> Any:
+    """The stdio extension's session default, raw, from `initialize` params or their `_meta`.
+
+    Kept unvalidated: a bad value is refused on the first call that would use it, with
+    the error UCP defines, rather than failing the whole handshake.
+    """
+    if not isinstance(initialize_params, Mapping):
+        return None
+    meta = initialize_params.get("_meta")
+    for holder in (initialize_params, meta if isinstance(meta, Mapping) else {}):
+        value = holder.get(UCP_SESSION_KEY)
+        if value is not None:
+            return value
+    return None
+
+
+def advertisement(business: Profile) -> dict[str, Any]:
+    """What clients are told of the business: its UCP version and capability versions."""
+    return {
+        "version": business.version,
+        "capabilities": {
+            name: [{"version": entry.version} for entry in entries]
+            for name, entries in sorted(business.capabilities.items())
+        },
+    }
+
+
+class UcpNegotiator:
+    """Resolves platform profiles and keeps one agreement per platform profile object.
+
+    Resolvers hand back the same `Profile` object while it is cached, so the agreement
+    is recomputed only when the platform's profile was fetched again.
+    """
+
+    def __init__(self, policy: UcpPolicy) -> None:
+        self.policy = policy
+        self._agreements: dict[str, tuple[Profile, UcpAgreement]] = {}
+
+    async def agree(self, url: str) -> UcpAgreement:
+        """The agreement with the platform at `url`; raises `UcpError` on any failure."""
+        try:
+            platform = await self.policy.fetcher.resolve(url)
+            known = self._agreements.get(url)
+            if known is not None and known[0] is platform:
+                return known[1]
+            agreement = negotiate_capabilities(self.policy.business, platform)
+        except UcpError as failure:
+            continue_url = self.policy.continue_url
+            raise failure.with_continue_url(continue_url) if continue_url else failure from None
+        if len(self._agreements) >= _AGREEMENT_CACHE:
+            del self._agreements[next(iter(self._agreements))]
+        self._agreements[url] = (platform, agreement)
+        return agreement

@@ -1,0 +1,235 @@
+"""UCP inside real MCP servers: the example shop, a platform profile on a local HTTPS server.
+
+Every path a platform can name its profile by (arguments.meta, the UCP-Agent header,
+the legacy `_meta.ucp` behind its flag, the stdio session extension), every outcome
+(agreement with a dropped capability and a pruned extension, capabilities_incompatible,
+version_unsupported, unreachable, malformed, header/arguments mismatch), each refusal
+followed by a served request.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trustme
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from harness import EXAMPLES, legacy_session, open_streams, serve_http, structured
+from mcp_negotiation.ucp import UCP_EXTENSION_ID, UCP_SESSION_KEY, HttpsProfileResolver
+from profile_server import ProfileServer, Route, Tls
+from ucp_shop import CHECKOUT, build
+
+pytestmark = pytest.mark.anyio
+
+V = "2026-04-08"
+
+
+def _profile(version: str = V, **capabilities: list[dict[str, Any]]) -> bytes:
+    caps = {f"dev.ucp.shopping.{name}": entries for name, entries in capabilities.items()}
+    return json.dumps({"ucp": {"version": version, "capabilities": caps}}).encode()
+
+
+ROUTES = {
+    # Shares checkout, fulfillment and discount; gift_wrap only at an older date; no cart.
+    "/platform.json": _profile(
+        checkout=[{"version": V}],
+        fulfillment=[{"version": V, "extends": CHECKOUT}],
+        gift_wrap=[{"version": "2026-01-23", "extends": "dev.ucp.shopping.fulfillment"}],
+        discount=[{"version": V, "extends": [CHECKOUT, "dev.ucp.shopping.cart"]}],
+    ),
+    # No checkout: its extensions are orphaned, and checkout itself is gone.
+    "/no-checkout.json": _profile(
+        fulfillment=[{"version": V, "extends": CHECKOUT}],
+        gift_wrap=[{"version": V, "extends": "dev.ucp.shopping.fulfillment"}],
+    ),
+    "/old.json": _profile(version="2025-01-01", checkout=[{"version": V}]),
+    "/broken.json": b"{not json",
+}
+AGREED = {
+    "dev.ucp.shopping.checkout": V,
+    "dev.ucp.shopping.discount": V,
+    "dev.ucp.shopping.fulfillment": V,
+}
+
+
+@pytest.fixture
+async def platform(tls: Tls) -> AsyncIterator[ProfileServer]:
+    async with ProfileServer(tls.server) as server:
+        server.routes = {path: Route(body=body) for path, body in ROUTES.items()}
+        yield server
+
+
+def _shop(tls: Tls, **options: Any) -> Any:
+    return build(HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"]), **options)
+
+
+def _meta_args(url: str) -> dict[str, Any]:
+    return {"items": ["tea"], "meta": {"ucp-agent": {"profile": url}}}
+
+
+async def _refused_with(call: Any, code: str) -> dict[str, Any]:
+    with pytest.raises(MCPError) as refused:
+        await call
+    assert refused.value.error.code == -32001
+    data: dict[str, Any] = refused.value.error.data
+    assert data["code"] == code
+    return data
+
+
+async def test_arguments_meta_agreement_drops_and_prunes_over_http(tls: Tls, platform: ProfileServer) -> None:
+    with serve_http(_shop(tls).streamable_http_app()) as url:
+        async with Client(url, mode="2026-07-28") as client:
+            result = structured(
+                await client.call_tool("create_checkout", _meta_args(platform.url("/platform.json")))
+            )
+            full = structured(
+                await client.call_tool("negotiated", _meta_args(platform.url("/platform.json")))
+            )
+    assert result["ucp"] == {
+        "version": V,
+        "capabilities": {name: [{"version": V}] for name in sorted(AGREED)},
+    }
+    assert result["extensions"] == sorted(AGREED)
+    assert full["ucp"] == {
+        "version": V,
+        "capabilities": AGREED,
+        "dropped": {
+            "dev.ucp.shopping.cart": "not_offered",
+            "dev.ucp.shopping.gift_wrap": "no_common_version",
+        },
+    }
+    # Two calls, one fetch: the profile is cached.
+    assert [r.path for r in platform.requests] == ["/platform.json"]
+
+
+async def test_header_path_and_mismatch_over_http(tls: Tls, platform: ProfileServer) -> None:
+    header = f'profile="{platform.url("/platform.json")}"'
+    with serve_http(_shop(tls).streamable_http_app()) as url:
+        async with (
+            httpx2.AsyncClient(headers={"UCP-Agent": header}, timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client,
+        ):
+            assert structured(await client.call_tool("negotiated", {}))["ucp"]["capabilities"] == AGREED
+            data = await _refused_with(
+                client.call_tool("negotiated", _meta_args(platform.url("/no-checkout.json"))),
+                "invalid_profile_url",
+            )
+            assert "different profiles" in data["content"]
+            assert (
+                structured(await client.call_tool("create_checkout", {"items": []}))["status"] == "incomplete"
+            )
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/old.json", "version_unsupported"),
+        ("/broken.json", "profile_malformed"),
+        ("/nowhere.json", "profile_unreachable"),
+    ],
+)
+async def test_discovery_failures_are_32001_then_served(
+    tls: Tls, platform: ProfileServer, path: str, code: str
+) -> None:
+    with serve_http(_shop(tls).streamable_http_app()) as url:
+        async with (
+            open_streams("http", url) as streams,
+            legacy_session(streams, "2025-11-25") as (session, init),
+        ):
+            assert UCP_EXTENSION_ID in (init.capabilities.experimental or {})
+            await _refused_with(session.call_tool("create_checkout", _meta_args(platform.url(path))), code)
+            served = structured(
+                await session.call_tool("create_checkout", _meta_args(platform.url("/platform.json")))
+            )
+            assert served["status"] == "incomplete"
+
+
+async def test_capabilities_incompatible_is_a_tool_result(tls: Tls, platform: ProfileServer) -> None:
+    async with Client(_shop(tls), mode="2026-07-28") as client:
+        result = await client.call_tool("create_checkout", _meta_args(platform.url("/no-checkout.json")))
+        assert result.is_error is False
+        body = result.structured_content
+        assert body is not None
+        assert body["ucp"] == {"version": V, "status": "error"}
+        assert body["messages"][0]["code"] == "capabilities_incompatible"
+        assert json.loads(result.content[0].text) == body  # type: ignore[union-attr]
+        served = structured(
+            await client.call_tool("create_checkout", _meta_args(platform.url("/platform.json")))
+        )
+        assert served["status"] == "incomplete"
+
+
+async def test_no_profile_at_all_is_invalid_profile_url_for_ucp_tools_only(tls: Tls) -> None:
+    async with Client(_shop(tls), mode="2026-07-28") as client:
+        assert structured(await client.call_tool("negotiated", {})) == {"ucp": None}
+        await _refused_with(client.call_tool("create_checkout", {"items": []}), "invalid_profile_url")
+
+
+async def test_legacy_meta_path_only_behind_its_flag(tls: Tls, platform: ProfileServer) -> None:
+    meta = {"ucp": {"profile": platform.url("/platform.json")}}
+    async with Client(_shop(tls), mode="2026-07-28") as client:
+        assert structured(await client.call_tool("negotiated", {}, meta=meta)) == {"ucp": None}
+    async with Client(_shop(tls, legacy_meta=True), mode="2026-07-28") as client:
+        assert (
+            structured(await client.call_tool("negotiated", {}, meta=meta))["ucp"]["capabilities"] == AGREED
+        )
+
+
+async def test_modern_clients_see_the_business_in_extensions(tls: Tls) -> None:
+    with serve_http(_shop(tls).streamable_http_app()) as url:
+        async with Client(url) as client:  # "auto" sends server/discover
+            extensions = client.server_capabilities.extensions or {}
+    advertised = extensions[UCP_EXTENSION_ID]
+    assert advertised["version"] == V
+    assert advertised["capabilities"][CHECKOUT] == [{"version": "2026-01-23"}, {"version": V}]
+
+
+@asynccontextmanager
+async def _stdio_shop(ca: trustme.CA, tmp_path: Path) -> AsyncIterator[StdioServerParameters]:
+    pem = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(pem))
+    yield StdioServerParameters(
+        command=sys.executable,
+        args=[str(EXAMPLES / "ucp_shop.py"), "--trust-ca", str(pem), "--allow-address", "127.0.0.1"],
+    )
+
+
+async def test_stdio_session_extension_and_arguments_path(
+    ca: trustme.CA, tmp_path: Path, platform: ProfileServer
+) -> None:
+    async with _stdio_shop(ca, tmp_path) as params:
+        session_default = {"_meta": {UCP_SESSION_KEY: platform.url("/platform.json")}}
+        async with (
+            open_streams("stdio", params) as streams,
+            legacy_session(streams, "2025-06-18", {}, **session_default) as (session, _),
+        ):
+            assert structured(await session.call_tool("negotiated", {}))["ucp"]["capabilities"] == AGREED
+            # An explicit profile in the call wins over the session default.
+            checkout = await session.call_tool(
+                "create_checkout", _meta_args(platform.url("/no-checkout.json"))
+            )
+            assert checkout.structured_content is not None
+            assert checkout.structured_content["messages"][0]["code"] == "capabilities_incompatible"
+        async with Client(params, mode="2026-07-28") as client:
+            meta = {UCP_SESSION_KEY: platform.url("/platform.json")}
+            assert (
+                structured(await client.call_tool("negotiated", {}, meta=meta))["ucp"]["capabilities"]
+                == AGREED
+            )
+            await _refused_with(
+                client.call_tool("create_checkout", _meta_args(platform.url("/old.json"))),
+                "version_unsupported",
+            )
+            assert structured(
+                await client.call_tool("create_checkout", _meta_args(platform.url("/platform.json")))
+            )
