@@ -233,3 +233,43 @@ async def test_stdio_session_extension_and_arguments_path(
             assert structured(
                 await client.call_tool("create_checkout", _meta_args(platform.url("/platform.json")))
             )
+
+
+async def test_orphaned_extensions_are_pruned_and_reported(tls: Tls, platform: ProfileServer) -> None:
+    async with Client(_shop(tls), mode="2026-07-28") as client:
+        full = structured(await client.call_tool("negotiated", _meta_args(platform.url("/no-checkout.json"))))
+    assert full["ucp"]["capabilities"] == {}
+    assert full["ucp"]["dropped"] == {
+        "dev.ucp.shopping.cart": "not_offered",
+        "dev.ucp.shopping.checkout": "not_offered",
+        "dev.ucp.shopping.discount": "not_offered",
+        "dev.ucp.shopping.fulfillment": "orphaned_extension",
+        "dev.ucp.shopping.gift_wrap": "orphaned_extension",
+    }
+
+
+async def test_a_slow_profile_host_does_not_stall_other_clients(tls: Tls, platform: ProfileServer) -> None:
+    import anyio
+
+    gate = platform.gate()
+    platform.routes["/slow.json"] = Route(body=ROUTES["/platform.json"], gate=gate)
+    slow_result: list[dict[str, Any]] = []
+    with serve_http(_shop(tls).streamable_http_app()) as url:
+
+        async def slow_client() -> None:
+            async with Client(url, mode="2026-07-28") as client:
+                slow_result.append(
+                    structured(await client.call_tool("negotiated", _meta_args(platform.url("/slow.json"))))
+                )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_client)
+            await platform.arrived.wait()  # the slow fetch has reached the profile host
+            async with Client(url, mode="2026-07-28") as other:
+                fast = structured(
+                    await other.call_tool("negotiated", _meta_args(platform.url("/platform.json")))
+                )
+            assert fast["ucp"]["capabilities"] == AGREED
+            assert slow_result == []  # still waiting on its host, while the other was served
+            gate.set()
+    assert slow_result[0]["ucp"]["capabilities"] == AGREED
