@@ -24,7 +24,7 @@ def _probe(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _rows(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = json.loads(done.stdout)
+    rows: list[dict[str, Any]] = json.loads(done.stdout)["revisions"]
     return rows
 
 
@@ -100,3 +100,39 @@ def test_capabilities_option_rejects_garbage() -> None:
     done = _probe("--capabilities", "{not json")
     assert done.returncode == 2
     assert "not a preset" in done.stderr
+
+
+def test_modern_row_reports_the_discovered_server_capabilities() -> None:
+    done = _probe("--json", "--capabilities", "full")
+    assert done.returncode == 0, done.stderr
+    modern = _rows(done)[-1]
+    assert modern["revision"] == "2026-07-28"
+    assert "tools" in modern["server_capabilities"]
+
+
+def test_ucp_profile_is_negotiated_against_what_the_shop_advertises() -> None:
+    shop = [sys.executable, str(ROOT / "examples/ucp_shop.py")]
+    platform = str(ROOT / "examples/ucp/platform_profile.json")
+    done = _probe("--json", "--ucp-profile", platform, "--", *shop)
+    assert done.returncode == 0, done.stderr
+    ucp = json.loads(done.stdout)["ucp"]
+    assert ucp == {
+        "version": "2026-04-08",
+        "capabilities": {
+            "dev.ucp.shopping.checkout": "2026-04-08",
+            "dev.ucp.shopping.fulfillment": "2026-04-08",
+        },
+        "dropped": {
+            "dev.ucp.shopping.cart": "not_offered",
+            "dev.ucp.shopping.discount": "not_offered",
+            "dev.ucp.shopping.gift_wrap": "no_common_version",
+        },
+    }
+    text = _probe("--ucp-profile", platform, "--", *shop)
+    assert "dropped  dev.ucp.shopping.gift_wrap (no_common_version)" in text.stdout
+
+
+def test_ucp_profile_against_a_server_without_ucp_exits_1() -> None:
+    done = _probe("--json", "--ucp-profile", str(ROOT / "examples/ucp/platform_profile.json"))
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["ucp"] == {"error": "the server advertises no UCP profile"}

@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         default="basic",
         help="client capabilities: a preset (none, basic, full) or a JSON object",
     )
+    probe.add_argument(
+        "--ucp-profile", metavar="FILE", help="negotiate UCP against this platform profile (JSON)"
+    )
     probe.add_argument("--json", action="store_true", help="machine-readable output")
     probe.add_argument("--timeout", type=float, default=20.0, help="seconds per revision (default 20)")
     args = parser.parse_args(argv)
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         chosen = target
     caps = args.capabilities if isinstance(args.capabilities, dict) else _capabilities(args.capabilities)
-    return run(chosen, caps, timeout=args.timeout, as_json=args.json)
+    return run(chosen, caps, timeout=args.timeout, as_json=args.json, ucp_profile=args.ucp_profile)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,14 @@ from typing import Any, Final, TextIO
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.client import advertise
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .. import revisions
+from ..ucp import UCP_EXTENSION_ID, Profile, UcpError, negotiate_capabilities
 
 PRESETS: Final[Mapping[str, dict[str, Any]]] = {
     "none": {},
@@ -57,6 +59,7 @@ class Row:
     error: str | None = None
     server_capabilities: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    ucp_advertised: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def served(self) -> bool:
@@ -66,6 +69,38 @@ class Row:
 def _capability_names(capabilities: Any) -> list[str]:
     dumped = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else {}
     return sorted(dumped)
+
+
+def _ucp_advertised(capabilities: Any, where: str) -> dict[str, Any] | None:
+    """The business profile a server advertises (see `mcp_negotiation.ucp.advertisement`)."""
+    holder = getattr(capabilities, where, None) or {}
+    advertised = holder.get(UCP_EXTENSION_ID) if isinstance(holder, dict) else None
+    return advertised if isinstance(advertised, dict) else None
+
+
+async def _never_called(*args: Any) -> Any:
+    raise MCPError(-32603, "the probe declares capabilities but does not serve them")
+
+
+def _client_options(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """The SDK client's way to declare `capabilities` on a modern request.
+
+    The SDK derives its capability map from the callbacks it is given; keys it cannot
+    express (experimental, unknown ones) are not sent on the modern row.
+    """
+    options: dict[str, Any] = {}
+    sampling = capabilities.get("sampling")
+    if isinstance(sampling, Mapping):
+        options["sampling_callback"] = _never_called
+        options["sampling_capabilities"] = types.SamplingCapability.model_validate(sampling)
+    if isinstance(capabilities.get("roots"), Mapping):
+        options["list_roots_callback"] = _never_called
+    if isinstance(capabilities.get("elicitation"), Mapping):
+        options["elicitation_callback"] = _never_called
+    extensions = capabilities.get("extensions")
+    if isinstance(extensions, Mapping):
+        options["extensions"] = [advertise(name, dict(settings)) for name, settings in extensions.items()]
+    return options
 
 
 CONNECTION_CLOSED: Final = -32000
@@ -119,15 +154,27 @@ async def _probe_legacy(
         "agreed" if answered == revision else "counter-offer",
         answered=answered,
         server_capabilities=_capability_names(result.capabilities),
+        ucp_advertised=_ucp_advertised(result.capabilities, "experimental"),
     )
 
 
-async def _probe_modern(target: str | list[str], revision: str, errlog: TextIO) -> Row:
+async def _probe_modern(
+    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO
+) -> Row:
     try:
-        async with Client(_transport(target, errlog), mode=revision) as client:
-            caps = _capability_names(client.server_capabilities)
+        options = _client_options(capabilities)
+        async with Client(_transport(target, errlog), mode=revision, **options) as client:
+            discover = _RawRequest(method="server/discover", params={})
+            found = await client.session.send_request(discover, types.DiscoverResult)
             await client.list_tools()
-            return Row(revision, "modern", "agreed", answered=revision, server_capabilities=caps)
+            return Row(
+                revision,
+                "modern",
+                "agreed",
+                answered=revision,
+                server_capabilities=_capability_names(found.capabilities),
+                ucp_advertised=_ucp_advertised(found.capabilities, "extensions"),
+            )
     except Exception as failure:
         refused = _refusal(failure)
         if refused is None:
@@ -163,7 +210,7 @@ async def probe(
                     if revisions.era(revision) == "legacy":
                         rows.append(await _probe_legacy(target, revision, capabilities, errlog))
                     else:
-                        rows.append(await _probe_modern(target, revision, errlog))
+                        rows.append(await _probe_modern(target, revision, capabilities, errlog))
             except TimeoutError:
                 rows.append(
                     Row(revision, revisions.era(revision), "timeout", error=f"no answer in {seconds:g} s")
@@ -206,10 +253,43 @@ def render(rows: list[Row]) -> str:
     )
 
 
+def ucp_outcome(rows: list[Row], platform_file: str) -> dict[str, Any]:
+    """What a platform with the profile in `platform_file` would agree with this server.
+
+    Computed from the business profile the server advertises at its best served
+    revision, with the same negotiation the server runs for each call.
+    """
+    advertised = next((r.ucp_advertised for r in reversed(rows) if r.served and r.ucp_advertised), None)
+    if advertised is None:
+        return {"error": "the server advertises no UCP profile"}
+    try:
+        platform = Profile.from_file(platform_file)
+        agreement = negotiate_capabilities(Profile.from_json({"ucp": advertised}), platform)
+    except UcpError as failure:
+        return {"error": failure.code, "message": failure.message}
+    except OSError as failure:
+        return {"error": "unreadable", "message": str(failure)}
+    return agreement.as_dict()
+
+
+def _render_ucp(outcome: dict[str, Any]) -> str:
+    if "error" in outcome:
+        return f"UCP: {outcome['error']}" + (f" ({outcome['message']})" if "message" in outcome else "")
+    lines = [f"UCP {outcome['version']}:"]
+    lines += [f"  agreed   {name} {version}" for name, version in sorted(outcome["capabilities"].items())]
+    lines += [f"  dropped  {name} ({reason})" for name, reason in sorted(outcome["dropped"].items())]
+    return "\n".join(lines)
+
+
 def run(
-    target: str | list[str] | None, capabilities: dict[str, Any], *, timeout: float, as_json: bool
+    target: str | list[str] | None,
+    capabilities: dict[str, Any],
+    *,
+    timeout: float,
+    as_json: bool,
+    ucp_profile: str | None = None,
 ) -> int:
-    """Probe, print, and return the exit status: 0 when every revision was served."""
+    """Probe, print, and return the exit status: 0 when everything asked for was served."""
     chosen = target or [sys.executable, "-m", "mcp_negotiation.demo"]
 
     def progress(message: str) -> None:
@@ -220,8 +300,13 @@ def run(
     except ProbeError as failure:
         print(f"mcp-negotiation: {failure}", file=sys.stderr)
         return 2
+    ucp = ucp_outcome(rows, ucp_profile) if ucp_profile else None
     if as_json:
-        print(json.dumps([asdict(r) for r in rows], indent=2))
+        fields = [{k: v for k, v in asdict(r).items() if k != "ucp_advertised"} for r in rows]
+        print(json.dumps({"revisions": fields, "ucp": ucp}, indent=2))
     else:
         print(render(rows))
-    return 0 if all(r.served for r in rows) else 1
+        if ucp is not None:
+            print("\n" + _render_ucp(ucp))
+    served = all(r.served for r in rows) and (ucp is None or "error" not in ucp)
+    return 0 if served else 1

@@ -130,13 +130,20 @@ def session_profile_url(initialize_params: Any) -> Any:
 
 
 def advertisement(business: Profile) -> dict[str, Any]:
-    """What clients are told of the business: its UCP version and capability versions."""
+    """What clients are told of the business: enough of its profile to negotiate against.
+
+    The protocol versions it serves and, per capability, each version with its parents,
+    so that a platform (or `mcp-negotiation probe --ucp-profile`) can predict the
+    agreement, pruning included. Config, signing keys and services stay private.
+    """
+    capabilities = {
+        name: [{"version": e.version, **({"extends": list(e.extends)} if e.extends else {})} for e in entries]
+        for name, entries in sorted(business.capabilities.items())
+    }
     return {
         "version": business.version,
-        "capabilities": {
-            name: [{"version": entry.version} for entry in entries]
-            for name, entries in sorted(business.capabilities.items())
-        },
+        "supported_versions": dict(business.supported_versions),
+        "capabilities": capabilities,
     }
 
 
