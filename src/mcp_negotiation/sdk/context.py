@@ -18,11 +18,10 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar, cast
 
-from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, TextContent
-
+from ..errors import Refusal
 from ..negotiation import Negotiation, Negotiator, supports
 from ..ucp.errors import INVALID_PROFILE_URL, UcpError
+from .compat import raise_refusal, tool_result
 
 __all__ = [
     "NoNegotiation",
@@ -80,27 +79,33 @@ def require(*features: str) -> None:
     """Refuse the current request with -32021 unless the client supports every feature."""
     entry = _current.get()
     if entry is None:
-        raise MCPError(-32603, "mcp_negotiation: no negotiation for this request")
+        raise_refusal(Refusal(-32603, "mcp_negotiation: no negotiation for this request"))
     record, negotiator = entry
     refusal = negotiator.missing_required(record, features)
     if refusal is not None:
-        raise MCPError(refusal.code, refusal.message, dict(refusal.data or {}))
+        raise_refusal(refusal)
 
 
-def _scoped_ucp(root: str) -> tuple[Negotiation, Negotiator] | CallToolResult:
+class _Incompatible:
+    """UCP's `capabilities_incompatible` answer, returned instead of running the tool."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+
+def _scoped_ucp(root: str) -> tuple[Negotiation, Negotiator] | _Incompatible:
     """The current record narrowed to one UCP operation, or the result refusing it."""
     entry = _current.get()
     agreement = entry[0].ucp if entry is not None else None
     if entry is None or agreement is None:
         missing = UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
         error = missing.to_jsonrpc_error()
-        raise MCPError(error["code"], error["message"], error["data"])
+        raise_refusal(Refusal(error["code"], error["message"], error["data"]))
     try:
         scoped = agreement.for_operation(root)
     except UcpError as incompatible:
         structured = incompatible.to_tool_result()
-        text = TextContent(type="text", text=json.dumps(structured))
-        return CallToolResult(content=[text], structured_content=structured)
+        return _Incompatible(tool_result(structured, json.dumps(structured)))
     return replace(entry[0], ucp=scoped), entry[1]
 
 
@@ -123,8 +128,8 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
         @functools.wraps(fn)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             scoped = _scoped_ucp(root)
-            if isinstance(scoped, CallToolResult):
-                return scoped
+            if isinstance(scoped, _Incompatible):
+                return scoped.result
             token = _current.set(scoped)
             try:
                 result = await fn(*args, **kwargs)

@@ -40,10 +40,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from os import PathLike
-from typing import Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
-import httpx2
+if TYPE_CHECKING:
+    import httpx2
+else:
+    try:
+        import httpx2
+    except ImportError:  # mcp 1.x installs httpx, whose API httpx2 keeps
+        import httpx as httpx2
 
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, UcpError, UcpErrorCode
 from .header import validate_profile_url
