@@ -19,6 +19,7 @@ __all__ = [
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "NegotiationRefused",
+    "NegotiationUnavailable",
     "Refusal",
 ]
 
@@ -51,3 +52,7 @@ class NegotiationRefused(Exception):
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal
+
+
+class NegotiationUnavailable(RuntimeError):
+    """Raised in strict mode when the SDK offers no way to negotiate through (a missing hook)."""

@@ -1,6 +1,19 @@
-"""Adapters for the MCP Python SDK: the only package here that imports `mcp`."""
+"""Adapters for the MCP Python SDK: the only package here that imports `mcp`.
 
+mcp 2.x is reached through its middleware seam (`install`, `middleware`); mcp 1.x, which
+has none, through wrapt (`v1`). Both offer the same functions, chosen here once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..errors import NegotiationUnavailable
+from ..negotiation import Policy
 from .asgi import negotiation_asgi
+from .compat import MCP_MAJOR
 from .context import (
     NoNegotiation,
     client_supports,
@@ -10,10 +23,16 @@ from .context import (
     requires,
     requires_ucp,
 )
-from .install import NegotiationUnavailable, instrument, negotiate, negotiated, uninstrument
-from .middleware import NegotiationMiddleware
+
+if MCP_MAJOR >= 2:
+    from .install import instrument, negotiate, uninstrument
+    from .middleware import NegotiationMiddleware
+else:
+    from .v1 import V1Negotiation as NegotiationMiddleware  # type: ignore[assignment]
+    from .v1 import instrument, negotiate, uninstrument
 
 __all__ = [
+    "MCP_MAJOR",
     "NegotiationMiddleware",
     "NegotiationUnavailable",
     "NoNegotiation",
@@ -29,3 +48,18 @@ __all__ = [
     "requires_ucp",
     "uninstrument",
 ]
+
+_S = TypeVar("_S")
+
+
+def negotiated(policy: Policy | None = None) -> Callable[[Callable[..., _S]], Callable[..., _S]]:
+    """Decorate a function that builds and returns a server, so the server is negotiated."""
+
+    def decorate(build: Callable[..., _S]) -> Callable[..., _S]:
+        @functools.wraps(build)
+        def wrapper(*args: Any, **kwargs: Any) -> _S:
+            return negotiate(build(*args, **kwargs), policy)
+
+        return wrapper
+
+    return decorate

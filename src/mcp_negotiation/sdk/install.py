@@ -13,19 +13,19 @@ and the server runs unwrapped, unless the policy asked for `strict` mode.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import wrapt
 
+from ..errors import NegotiationUnavailable
 from ..negotiation import Policy
 from . import seams
 from .asgi import negotiation_asgi
-from .middleware import NegotiationMiddleware, on_stdio
+from .middleware import NegotiationMiddleware
+from .origin import stdio_wrapper
 
-__all__ = ["NegotiationUnavailable", "instrument", "negotiate", "negotiated", "uninstrument"]
+__all__ = ["instrument", "negotiate", "uninstrument"]
 
 logger = logging.getLogger("mcp_negotiation")
 
@@ -33,10 +33,6 @@ _S = TypeVar("_S")
 _INSTRUMENTED: list[tuple[Any, str, Any]] = []
 """(owner, attribute, original) for everything `instrument()` patched, to undo it."""
 _DEFAULT_POLICY: list[Policy] = []
-
-
-class NegotiationUnavailable(RuntimeError):
-    """Raised in strict mode when the server offers no seam to negotiate through."""
 
 
 def _installed(chain: list[Any]) -> NegotiationMiddleware | None:
@@ -84,19 +80,6 @@ def _wrap_http_app(owner: Any, middleware: NegotiationMiddleware) -> None:
         return negotiation_asgi(wrapped(*args, **kwargs), middleware.policy)
 
     setattr(owner, _HTTP_APP, wrapt.FunctionWrapper(current, build_app))
-
-
-def negotiated(policy: Policy | None = None) -> Callable[[Callable[..., _S]], Callable[..., _S]]:
-    """Decorate a function that builds and returns a server, so the server is negotiated."""
-
-    def decorate(build: Callable[..., _S]) -> Callable[..., _S]:
-        @functools.wraps(build)
-        def wrapper(*args: Any, **kwargs: Any) -> _S:
-            return negotiate(build(*args, **kwargs), policy)
-
-        return wrapper
-
-    return decorate
 
 
 def _after_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -155,20 +138,6 @@ def uninstrument(*servers: Any) -> None:
             delattr(owner, _HTTP_APP)
 
 
-@contextlib.asynccontextmanager
-async def _marking_stdio(cm: Any) -> AsyncIterator[Any]:
-    token = on_stdio.set(True)
-    try:
-        async with cm as streams:
-            yield streams
-    finally:
-        on_stdio.reset(token)
-
-
-def _stdio_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    return _marking_stdio(wrapped(*args, **kwargs))
-
-
 _STDIO_SITES = (
     ("mcp.server.stdio", True),
     ("mcp.server.mcpserver.server", True),
@@ -193,4 +162,4 @@ def _watch_stdio() -> None:
         current = getattr(module, "stdio_server", None)
         if current is None or isinstance(current, wrapt.FunctionWrapper):
             continue
-        wrapt.wrap_function_wrapper(module, "stdio_server", _stdio_wrapper)
+        wrapt.wrap_function_wrapper(module, "stdio_server", stdio_wrapper)

@@ -13,9 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, MutableMapping
-from contextvars import ContextVar
 from dataclasses import replace
-from types import MappingProxyType
 from typing import Any, Final, NoReturn
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -35,11 +33,9 @@ from ..ucp.errors import UcpError
 from . import seams
 from .asgi import REFUSED_MARK
 from .context import _current
+from .origin import origin
 
 logger = logging.getLogger("mcp_negotiation")
-
-RELEVANT_HEADERS: Final = ("mcp-protocol-version", "ucp-agent")
-"""The only request headers copied onto records: never authorization or cookies."""
 
 UCP_STATE_KEY: Final = "mcp_negotiation.ucp_profile"
 """Our key in `Connection.state` for the stdio extension's session default profile URL."""
@@ -47,21 +43,10 @@ UCP_STATE_KEY: Final = "mcp_negotiation.ucp_profile"
 _EXEMPT: Final = frozenset({"server/discover", "ping"})
 """Methods a client may call without the policy's required capabilities, to learn them."""
 
-on_stdio: ContextVar[bool] = ContextVar("mcp_negotiation.on_stdio", default=False)
-"""Set while a server runs inside the SDK's `stdio_server` (see `install.py`)."""
-
-_NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
-
 
 def _origin(ctx: Any) -> tuple[Transport, Mapping[str, str]]:
     """The transport a message came over, and the negotiation headers it carried."""
-    headers = seams.request_headers(ctx)
-    if headers is not None:
-        kept = {name: headers[name] for name in RELEVANT_HEADERS if name in headers}
-        return "http", MappingProxyType(kept) if kept else _NO_HEADERS
-    if seams.transport_kind(ctx) == seams.HTTP_KIND:
-        return "http", _NO_HEADERS
-    return ("stdio" if on_stdio.get() else "memory"), _NO_HEADERS
+    return origin(seams.request_headers(ctx), http=seams.transport_kind(ctx) == seams.HTTP_KIND)
 
 
 def _raw_meta(params: Mapping[str, Any] | None) -> Any:
@@ -85,7 +70,9 @@ class NegotiationMiddleware:
             # Notifications are never refused; legacy ones still see their session's record.
             record = self._stored(ctx)
             return await self._publish(record, ctx, call_next)
-        if ctx.method == "initialize":
+        if ctx.method == "initialize" and revisions.era(ctx.protocol_version) != "modern":
+            # A handshake. (On the modern path `initialize` is a removed method: it is
+            # negotiated like any request, and the SDK answers -32601.)
             return await self._initialize(ctx, call_next)
         started = time.perf_counter()
         record = self._negotiated(ctx, started, lambda: self._request_record(ctx))
