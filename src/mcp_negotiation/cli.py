@@ -49,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "probe":
         parser.print_help()
         return 0
+    from .sdk.compat import MCP_MAJOR
+
+    if MCP_MAJOR < 2:
+        print("mcp-negotiation: the probe needs mcp 2.x (its client speaks every revision)", file=sys.stderr)
+        return 2
     from .sdk.probe import run
 
     target: list[str] = [t for t in args.target if t != "--"] if args.target else []

@@ -30,7 +30,7 @@ from typing import Any, Final, TypeVar
 
 import wrapt
 
-from .. import telemetry
+from .. import revisions, telemetry
 from ..errors import NegotiationRefused, NegotiationUnavailable, Refusal
 from ..negotiation import Negotiation, Negotiator, Policy, Transport
 from ..ucp.binding import UcpNegotiator, platform_profile_url, session_profile_url
@@ -56,7 +56,23 @@ class V1Negotiation:
 
     @classmethod
     def of(cls, policy: Policy) -> V1Negotiation:
-        return cls(policy, Negotiator(policy), UcpNegotiator(policy.ucp) if policy.ucp is not None else None)
+        ucp = UcpNegotiator(policy.ucp) if policy.ucp is not None else None
+        return cls(policy, Negotiator(_within_sdk(policy)), ucp)
+
+
+def sdk_revisions() -> tuple[str, ...]:
+    """The revisions this 1.x release can serve (older 1.x releases stop before 2025-11-25)."""
+    from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+
+    return tuple(r for r in revisions.LEGACY if r in SUPPORTED_PROTOCOL_VERSIONS)
+
+
+def _within_sdk(policy: Policy) -> Policy:
+    """The policy, capped at the newest revision this SDK serves: never counter-offer beyond it."""
+    newest = sdk_revisions()[-1]
+    if policy.max_revision is not None and not revisions.is_at_least(policy.max_revision, newest):
+        return policy
+    return replace(policy, max_revision=newest)
 
 
 _servers: weakref.WeakKeyDictionary[Any, V1Negotiation] = weakref.WeakKeyDictionary()

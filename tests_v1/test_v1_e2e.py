@@ -1,0 +1,216 @@
+"""mcp 1.x servers (FastMCP and lowlevel), negotiated through wrapt, end to end.
+
+The same contract as the 2.x suite: the record equals what the client declared and the
+revision agreed; refusals use the specification's codes and the next request is served.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from harness_v1 import seen, serve_http, server_params, session
+from mcp.shared.exceptions import McpError
+from v1_server import build
+
+from mcp_negotiation import NegotiationUnavailable, Policy, instrument, negotiate, revisions, uninstrument
+from mcp_negotiation.sdk import MCP_MAJOR
+from mcp_negotiation.sdk.v1 import is_negotiated, missing_targets, sdk_revisions
+
+pytestmark = pytest.mark.anyio
+
+KINDS = ("memory", "stdio", "http", "http-stateless", "sse")
+SERVED = sdk_revisions()
+"""What this 1.x release serves: 1.23 stops at 2025-06-18, 1.24 onward reach 2025-11-25."""
+NEWEST = SERVED[-1]
+CAPS = {"sampling": {}, "roots": {"listChanged": True}, "elicitation": {}, "x-vendor": {"deep": {"k": [1]}}}
+
+
+def test_this_environment_is_mcp_1x_and_every_target_resolves() -> None:
+    assert MCP_MAJOR == 1
+    assert missing_targets() == []
+
+
+@pytest.fixture(params=KINDS)
+def endpoint(request: pytest.FixtureRequest) -> Iterator[tuple[str, Callable[[Policy | None], Any]]]:
+    kind: str = request.param
+    opened: list[Any] = []
+
+    def target(policy: Policy | None = None) -> Any:
+        if kind == "memory":
+            return build(policy)
+        if kind == "stdio":
+            args: list[str] = []
+            if policy and policy.min_revision:
+                args += ["--min-revision", policy.min_revision]
+            for name in policy.required_capabilities if policy else ():
+                args += ["--require", name]
+            return server_params(*args)
+        server = build(policy, stateless=kind == "http-stateless")
+        app = server.sse_app() if kind == "sse" else server.streamable_http_app()
+        cm = serve_http(app, "/sse" if kind == "sse" else "/mcp")
+        opened.append(cm)
+        return cm.__enter__()
+
+    yield kind, target
+    for cm in reversed(opened):
+        cm.__exit__(None, None, None)
+
+
+def _mcp_error(failure: BaseException) -> McpError | None:
+    """The McpError inside `failure` (task groups wrap what a session context raises)."""
+    if isinstance(failure, McpError):
+        return failure
+    for inner in getattr(failure, "exceptions", ()):
+        found = _mcp_error(inner)
+        if found is not None:
+            return found
+    return None
+
+
+def _label(kind: str) -> str:
+    return "http" if kind.startswith("http") or kind == "sse" else kind
+
+
+@pytest.mark.parametrize("revision", SERVED)
+async def test_record_matches_what_the_client_declared(endpoint: Any, revision: str) -> None:
+    kind, make = endpoint
+    async with session(kind, make(None), revision, CAPS) as (client, init):
+        assert init.protocolVersion == revision
+        record = seen(await client.call_tool("negotiation", {}))
+    assert (record["era"], record["protocol_version"], record["transport"]) == (
+        "legacy",
+        revision,
+        _label(kind),
+    )
+    if kind == "http-stateless":
+        assert record["capabilities_known"] is False
+        assert not any(record["supports"].values())
+        return
+    assert record["client_capabilities"] == CAPS
+    assert record["supports"]["sampling"] is True
+    assert record["supports"]["roots.listChanged"] is True
+    assert record["supports"]["elicitation"] is revisions.is_at_least(revision, "2025-06-18")
+
+
+async def test_counter_offer_is_answered_and_recorded(endpoint: Any) -> None:
+    kind, make = endpoint
+    async with session(kind, make(Policy(min_revision="2025-06-18")), "2025-03-26", {}) as (client, init):
+        assert init.protocolVersion == NEWEST
+        record = seen(await client.call_tool("negotiation", {}))
+    assert record["protocol_version"] == NEWEST
+    if kind != "http-stateless":
+        assert (record["requested_version"], record["outcome"]) == ("2025-03-26", "counter_offered")
+
+
+async def test_unknown_revision_is_counter_offered(endpoint: Any) -> None:
+    kind, make = endpoint
+    async with session(kind, make(None), "zzz", {}) as (client, init):
+        assert init.protocolVersion == NEWEST
+        assert seen(await client.call_tool("negotiation", {}))["protocol_version"] == NEWEST
+
+
+async def test_requires_refuses_with_32021_then_serves(endpoint: Any) -> None:
+    kind, make = endpoint
+    async with session(kind, make(None), NEWEST, {}) as (client, _):
+        with pytest.raises(McpError) as refused:
+            await client.call_tool("summarize", {"text": "hello"})
+        assert refused.value.error.code == -32021
+        assert refused.value.error.data == {"requiredCapabilities": {"sampling": {}}}
+        assert seen(await client.call_tool("negotiation", {}))["era"] == "legacy"
+
+
+async def test_required_capability_policy_refuses_initialize(endpoint: Any) -> None:
+    kind, make = endpoint
+    target = make(Policy(required_capabilities=("sampling",)))
+    with pytest.raises(BaseException) as raised:
+        async with session(kind, target, NEWEST, {}):
+            pass
+    refused = _mcp_error(raised.value)
+    assert refused is not None and refused.error.code == -32021
+    async with session(kind, target, NEWEST, {"sampling": {}}) as (client, _):
+        assert seen(await client.call_tool("negotiation", {}))["supports"]["sampling"] is (
+            kind != "http-stateless"
+        )
+
+
+async def test_twenty_concurrent_http_clients_see_their_own_negotiation() -> None:
+    failures: list[str] = []
+    with serve_http(build().streamable_http_app()) as url:
+
+        async def one(index: int) -> None:
+            revision = SERVED[index % len(SERVED)]
+            caps = {"experimental": {f"client-{index}": {}}}
+            async with session("http", url, revision, caps) as (client, _):
+                record = seen(await client.call_tool("negotiation", {}))
+            if (record["protocol_version"], record["client_capabilities"]) != (revision, caps):
+                failures.append(f"{index}: {record['protocol_version']} {record['client_capabilities']}")
+
+        async with anyio.create_task_group() as tg:
+            for index in range(20):
+                tg.start_soon(one, index)
+    assert failures == []
+
+
+async def test_lowlevel_server_and_instrument() -> None:
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.lowlevel.server import Server
+
+    from mcp_negotiation import negotiation_of
+
+    before = FastMCP("before")
+    instrument(Policy(), before)
+    try:
+        later = Server("later")
+
+        @later.list_tools()
+        async def list_tools() -> list[types.Tool]:
+            return [types.Tool(name="version", inputSchema={"type": "object"})]
+
+        @later.call_tool()
+        async def call_tool(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
+            return [types.TextContent(type="text", text=negotiation_of().protocol_version)]
+
+        assert is_negotiated(before) and is_negotiated(later)
+        wrapper = type("Wrapper", (), {"_mcp_server": later})()
+        async with session("memory", wrapper, "2025-06-18") as (client, _):
+            result = await client.call_tool("version", {})
+        assert isinstance(result.content[0], types.TextContent)
+        assert result.content[0].text == "2025-06-18"
+    finally:
+        uninstrument(before)
+    assert not is_negotiated(before)
+    assert not is_negotiated(Server("after"))
+
+
+def test_not_a_server_warns_or_raises_in_strict_mode(caplog: pytest.LogCaptureFixture) -> None:
+    thing = object()
+    with caplog.at_level(logging.WARNING, logger="mcp_negotiation"):
+        assert negotiate(thing, Policy()) is thing
+    assert "not an mcp 1.x server" in caplog.text
+    with pytest.raises(NegotiationUnavailable):
+        negotiate(thing, Policy(strict=True))
+
+
+async def test_initialize_records_a_capability_negotiated_span() -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    async with session("memory", build(Policy(min_revision="2025-06-18")), "2025-03-26", CAPS) as (client, _):
+        await client.call_tool("negotiation", {})
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "capability_negotiated"]
+    attributes = dict(span.attributes or {})
+    assert attributes["mcp.protocol.version"] == NEWEST
+    assert attributes["mcp.negotiation.outcome"] == "counter_offered"
+    assert attributes["mcp.negotiation.requested_version"] == "2025-03-26"
+    assert attributes["network.transport"] == "inproc"
