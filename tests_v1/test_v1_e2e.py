@@ -131,7 +131,8 @@ async def test_required_capability_policy_refuses_initialize(endpoint: Any) -> N
         async with session(kind, target, NEWEST, {}):
             pass
     refused = _mcp_error(raised.value)
-    assert refused is not None and refused.error.code == -32021
+    assert refused is not None
+    assert refused.error.code == -32021
     async with session(kind, target, NEWEST, {"sampling": {}}) as (client, _):
         assert seen(await client.call_tool("negotiation", {}))["supports"]["sampling"] is (
             kind != "http-stateless"
@@ -175,7 +176,8 @@ async def test_lowlevel_server_and_instrument() -> None:
         async def call_tool(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
             return [types.TextContent(type="text", text=negotiation_of().protocol_version)]
 
-        assert is_negotiated(before) and is_negotiated(later)
+        assert is_negotiated(before)
+        assert is_negotiated(later)
         wrapper = type("Wrapper", (), {"_mcp_server": later})()
         async with session("memory", wrapper, "2025-06-18") as (client, _):
             result = await client.call_tool("version", {})

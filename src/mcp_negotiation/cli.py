@@ -5,14 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final
 
 from . import __version__
 
+PRESETS: Final[Mapping[str, dict[str, Any]]] = {
+    "none": {},
+    "basic": {"roots": {"listChanged": True}, "sampling": {}},
+    "full": {
+        "roots": {"listChanged": True},
+        "sampling": {"tools": {}, "context": {}},
+        "elicitation": {"form": {}, "url": {}},
+    },
+}
+"""Client capability maps the probe can declare by name."""
+
 
 def _capabilities(value: str) -> dict[str, Any]:
-    from .sdk.probe import PRESETS
-
     if value in PRESETS:
         return dict(PRESETS[value])
     try:

@@ -29,16 +29,6 @@ from mcp.shared.exceptions import MCPError
 from .. import revisions
 from ..ucp import UCP_EXTENSION_ID, Profile, UcpError, negotiate_capabilities
 
-PRESETS: Final[Mapping[str, dict[str, Any]]] = {
-    "none": {},
-    "basic": {"roots": {"listChanged": True}, "sampling": {}},
-    "full": {
-        "roots": {"listChanged": True},
-        "sampling": {"tools": {}, "context": {}},
-        "elicitation": {"form": {}, "url": {}},
-    },
-}
-
 
 class ProbeError(Exception):
     """A failure a person can act on: the server could not be started or reached."""

@@ -62,9 +62,8 @@ class V1Negotiation:
 
 def sdk_revisions() -> tuple[str, ...]:
     """The revisions this 1.x release can serve (older 1.x releases stop before 2025-11-25)."""
-    from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
-
-    return tuple(r for r in revisions.LEGACY if r in SUPPORTED_PROTOCOL_VERSIONS)
+    supported = importlib.import_module("mcp.shared.version").SUPPORTED_PROTOCOL_VERSIONS  # 1.x module
+    return tuple(r for r in revisions.LEGACY if r in supported)
 
 
 def _within_sdk(policy: Policy) -> Policy:
