@@ -127,10 +127,12 @@ async def test_requires_refuses_with_32021_then_serves(endpoint: Any) -> None:
 async def test_required_capability_policy_refuses_initialize(endpoint: Any) -> None:
     kind, make = endpoint
     target = make(Policy(required_capabilities=("sampling",)))
-    with pytest.raises(BaseException) as raised:
+    refused: McpError | None = None
+    try:
         async with session(kind, target, NEWEST, {}):
             pass
-    refused = _mcp_error(raised.value)
+    except BaseException as failure:  # the session's task group wraps the refusal
+        refused = _mcp_error(failure)
     assert refused is not None
     assert refused.error.code == -32021
     async with session(kind, target, NEWEST, {"sampling": {}}) as (client, _):
