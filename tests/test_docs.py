@@ -1,0 +1,235 @@
+"""The documentation: the site builds with warnings as errors, and no code block is untested.
+
+Every fenced block in README.md and docs/ is collected and checked by its language:
+
+- ```python: either it appears verbatim (leading and trailing whitespace aside) in one of
+  the files listed in `EXECUTED`, which the test suite runs (checked below: each is named
+  by another test module), or this module runs it in a fresh interpreter, from the
+  repository root, as a module named `__docs__` (so `if __name__ == "__main__":` guards
+  keep servers from starting), and it must exit 0 within the timeout;
+- ```json: it must parse;
+- ```sh, ```text and ```console: exempt. They show commands and their output: the
+  README's two commands are run by CI itself, the probe's output by tests/test_probe.py,
+  the examples' output by the tests of each example;
+- anything else, including a block without a language, fails: say what it is.
+
+The site is built with `python -m mkdocs build --strict`, from the venv running the
+tests, with every HTTP(S) proxy variable pointing at a closed port, so that a build that
+tried to fetch anything (a theme asset, a mkdocstrings inventory) would fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mcp_negotiation.revisions import FEATURES
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+EXECUTED = (
+    "examples/minimal_server.py",
+    "examples/elicit_or_default.py",
+    "examples/requires_sampling.py",
+    "examples/bridge_proxy.py",
+    "examples/ucp_shop.py",
+    "examples/tracing.py",
+    "examples/bridge_agreement.py",
+    "examples/ucp_negotiation_core.py",
+    "src/mcp_negotiation/demo.py",
+)
+"""Files the test suite executes; a docs block copied from one of them is tested there."""
+
+EXEMPT = frozenset({"sh", "text", "console"})
+TIMEOUT = 120
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int
+    language: str
+    code: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+
+
+def blocks_of(path: Path) -> list[Block]:
+    """The fenced code blocks of a Markdown file (indented fences included, dedented)."""
+    found: list[Block] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        indent, fence = opening["indent"], opening["fence"]
+        language = opening["info"].strip().split(" ")[0].lstrip(".").lower()
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines) and not re.match(rf"^[ \t]*{re.escape(fence)}[`~]*\s*$", lines[j]):
+            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j])
+            j += 1
+        assert j < len(lines), f"{path}:{i + 1}: a fenced block is never closed"
+        found.append(Block(path, i + 1, language, "\n".join(body) + "\n"))
+        i = j + 1
+    return found
+
+
+def markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+BLOCKS = [block for path in markdown_files() for block in blocks_of(path)]
+
+
+def _executed_sources() -> dict[str, str]:
+    return {name: (ROOT / name).read_text(encoding="utf-8") for name in EXECUTED}
+
+
+def _source_of(block: Block) -> str | None:
+    """The executed file that holds this block verbatim, if any."""
+    code = block.code.strip()
+    return next((name for name, text in _executed_sources().items() if code in text), None)
+
+
+# --- The collection itself ------------------------------------------------------------------
+
+
+def test_the_docs_have_code_blocks_of_each_kind() -> None:
+    languages = {block.language for block in BLOCKS}
+    assert {"python", "json", "sh", "text"} <= languages
+    assert len([b for b in BLOCKS if b.language == "python"]) >= 10
+
+
+def test_fences_are_found_in_a_sample() -> None:
+    sample = DOCS / "probe.md"
+    kinds = [block.language for block in blocks_of(sample)]
+    assert kinds[0] == "sh"
+    assert "json" in kinds
+    json_block = next(block for block in blocks_of(sample) if block.language == "json")
+    assert json.loads(json_block.code)["ucp"] is None
+
+
+def test_every_file_blocks_are_taken_from_is_executed_by_the_suite() -> None:
+    """Each file in EXECUTED is named by a test module other than this one."""
+    tests = [
+        p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("test_*.py") if p.name != "test_docs.py"
+    ]
+    for name in EXECUTED:
+        path = Path(name)
+        mentions = (path.name, path.stem, f"mcp_negotiation.{path.stem}")
+        assert any(m in text for text in tests for m in mentions), f"no test runs {name}"
+
+
+# --- Every block -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: f"{b.id}[{b.language or 'none'}]")
+def test_code_block(block: Block, tmp_path: Path) -> None:
+    if block.language in EXEMPT:
+        return
+    if block.language == "json":
+        json.loads(block.code)
+        return
+    assert block.language == "python", (
+        f"{block.id}: a block needs a language (python, json, sh, text, console)"
+    )
+    if _source_of(block) is not None:
+        return  # copied from a file the suite executes
+    script = tmp_path / "block.py"
+    script.write_text(block.code, encoding="utf-8")
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__docs__')",
+            str(script),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert run.returncode == 0, f"{block.id} failed:\n{run.stderr}"
+
+
+def test_copied_blocks_are_the_examples_in_full() -> None:
+    """Blocks that quote an example quote all of it: a reader can run what they read."""
+    sources = _executed_sources()
+    for block in BLOCKS:
+        name = _source_of(block) if block.language == "python" else None
+        if name is not None and name.startswith("examples/"):
+            assert block.code == sources[name], f"{block.id} shows part of {name}; show the whole file"
+
+
+# --- The feature table in concepts.md ----------------------------------------------------------
+
+
+def test_the_feature_table_is_revisions_features() -> None:
+    page = (DOCS / "concepts.md").read_text(encoding="utf-8")
+    section = page.split("### The feature table", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    table = []
+    for row in rows:
+        name, side, first, last = (cell.strip() for cell in row.strip("|").split("|"))
+        table.append((name.strip("`"), side, first, None if last == "–" else last))
+    assert table == [(r.name, r.side, r.first, r.last) for r in FEATURES.values()]
+
+
+# --- The site ----------------------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_mkdocs_config_fetches_nothing() -> None:
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "import:" not in config  # no mkdocstrings inventories
+    assert "highlightjs: false" in config  # the mkdocs theme's highlight.js comes from a CDN
+    assert "docs_dir: docs" in config
+
+
+def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    env = {**os.environ, "HTTP_PROXY": dead, "HTTPS_PROXY": dead, "http_proxy": dead, "https_proxy": dead}
+    env.pop("NO_PROXY", None)
+    env.pop("no_proxy", None)
+    site = tmp_path / "site"
+    run = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "WARNING" not in run.stderr
+    # Every page of the navigation is there, and the API reference came from the docstrings.
+    for page in ("getting-started", "concepts", "probe", "examples", "faq", "api/bridge"):
+        assert (site / page / "index.html").exists(), page
+    api = (site / "api" / "index.html").read_text(encoding="utf-8")
+    assert 'id="mcp_negotiation.client_supports"' in api
+    assert "Whether the client of this request can be asked for" in api  # client_supports' docstring
+    revisions_page = (site / "api" / "revisions" / "index.html").read_text(encoding="utf-8")
+    assert 'id="mcp_negotiation.revisions.FEATURES"' in revisions_page
