@@ -218,3 +218,20 @@ async def test_initialize_records_a_capability_negotiated_span() -> None:
     assert attributes["mcp.negotiation.outcome"] == "counter_offered"
     assert attributes["mcp.negotiation.requested_version"] == "2025-03-26"
     assert attributes["network.transport"] == "inproc"
+
+
+async def test_the_documented_1x_example_runs_over_stdio() -> None:
+    import sys
+
+    from harness_v1 import HERE
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(HERE.parent / "examples/mcp1_server.py")]
+    )
+    async with session("stdio", params, "2025-03-26", {"elicitation": {}}) as (client, init):
+        assert init.protocolVersion == NEWEST  # below the example's minimum: counter-offered
+        result = await client.call_tool("greet", {"name": "Ada"})
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    assert block.text == "Hello Ada (I could ask you for more)"
