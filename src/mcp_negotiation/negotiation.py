@@ -370,6 +370,8 @@ class Negotiator:
         )
 
     def _check_required(self, negotiation: Negotiation) -> Negotiation:
+        if not self.policy.required_capabilities:
+            return negotiation  # the common case, on every modern request: nothing to check
         refusal = self.missing_required(negotiation, self.policy.required_capabilities)
         if refusal is not None:
             raise NegotiationRefused(refusal)

@@ -42,6 +42,9 @@ def session_id(ctx: Any) -> str | None:
 def transport_kind(ctx: Any) -> str | None:
     """The dispatcher's transport label (private: `ServerSession._request_outbound.transport`)."""
     outbound = getattr(getattr(ctx, "session", None), "_request_outbound", None)
+    # On the modern path the SDK wraps the dispatch context, and its `transport` property
+    # copies the transport (`dataclasses.replace`) on every read; the label is the inner one's.
+    outbound = getattr(outbound, "_inner", outbound)
     kind = getattr(getattr(outbound, "transport", None), "kind", None)
     return kind if isinstance(kind, str) else None
 

@@ -7,12 +7,13 @@ The resolver that fetches profiles is injected; the SDK adapter calls `UcpNegoti
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Final
 
-from .errors import INVALID_PROFILE_URL, UcpError
+from .errors import INVALID_PROFILE_URL, PROFILE_UNREACHABLE, UcpError
 from .header import parse_ucp_agent, validate_profile_url
 from .negotiate import UcpAgreement, negotiate_capabilities
 from .profile import Profile
@@ -38,6 +39,8 @@ UCP_EXTENSION_ID: Final = "dev.ucp/profile"
 ones (the 2025 wire schema strips `extensions`)."""
 
 _AGREEMENT_CACHE: Final = 1_024
+
+logger = logging.getLogger("mcp_negotiation")
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,18 @@ class UcpNegotiator:
     async def agree(self, url: str) -> UcpAgreement:
         """The agreement with the platform at `url`; raises `UcpError` on any failure."""
         try:
-            platform = await self.policy.fetcher.resolve(url)
+            try:
+                platform = await self.policy.fetcher.resolve(url)
+                if not isinstance(platform, Profile):
+                    raise TypeError(f"the resolver returned a {type(platform).__name__}, not a Profile")
+            except UcpError:
+                raise
+            except Exception:
+                # A resolver is pluggable code: its bug or an unmapped I/O error must not reach the
+                # client as an internal error (nor leak its message); to the platform the profile
+                # could not be fetched.
+                logger.warning("mcp_negotiation: the profile resolver failed unexpectedly", exc_info=True)
+                raise UcpError(PROFILE_UNREACHABLE, "the platform profile could not be resolved") from None
             known = self._agreements.get(url)
             if known is not None and known[0] is platform:
                 return known[1]

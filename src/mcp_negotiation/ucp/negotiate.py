@@ -60,6 +60,8 @@ class UcpAgreement:
     capabilities: Mapping[str, str] = field(default_factory=dict)
     dropped: Mapping[str, DropReason] = field(default_factory=dict)
     entries: Mapping[str, CapabilityEntry] = field(default_factory=dict)
+    _scoped: dict[str, UcpAgreement] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """`for_operation` results: agreements are cached per platform and asked the same roots."""
 
     def __post_init__(self) -> None:
         for name in ("capabilities", "dropped", "entries"):
@@ -80,13 +82,17 @@ class UcpAgreement:
                 f"{root} is not available for this platform ({reason})",
                 version=self.version,
             )
-        relevant = _closure({root}, self.entries)
-        return UcpAgreement(
-            version=self.version,
-            capabilities={name: v for name, v in self.capabilities.items() if name in relevant},
-            dropped=self.dropped,
-            entries={name: e for name, e in self.entries.items() if name in relevant},
-        )
+        scoped = self._scoped.get(root)
+        if scoped is None:
+            # Only roots the agreement holds get here: at most one entry per business capability.
+            relevant = _closure({root}, self.entries)
+            scoped = self._scoped[root] = UcpAgreement(
+                version=self.version,
+                capabilities={name: v for name, v in self.capabilities.items() if name in relevant},
+                dropped=self.dropped,
+                entries={name: e for name, e in self.entries.items() if name in relevant},
+            )
+        return scoped
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready summary: the version, the chosen capability versions, what was dropped."""

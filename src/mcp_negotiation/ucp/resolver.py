@@ -88,6 +88,12 @@ MAX_FAILURE_BACKOFF: Final = 300.0
 _MAX_AGE: Final = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?([0-9]{1,10})\"?\s*(?:,|$)", re.IGNORECASE)
 _NUMERIC_LABEL: Final = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
 _NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
+_ALWAYS_SPECIAL: Final = tuple(
+    ipaddress.ip_network(network) for network in ("192.0.0.0/24", "fec0::/10", "3fff::/20")
+)
+"""Not globally reachable (IANA special-purpose registries), yet global to the `ipaddress`
+tables of some Python releases: IETF protocol assignments (192.0.0.192 is a cloud metadata
+address), deprecated IPv6 site-local, and the 2024 IPv6 documentation range."""
 
 
 class ProfileResolver(Protocol):
@@ -146,6 +152,7 @@ def is_special_address(address: IPAddress) -> bool:
             return True
     return (
         not address.is_global
+        or any(address in network for network in _ALWAYS_SPECIAL)
         or address.is_private
         or address.is_loopback
         or address.is_link_local

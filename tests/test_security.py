@@ -1,0 +1,443 @@
+"""Server-side request forgery: profile URLs that point inside the business's network.
+
+A platform names its profile by URL in every call, so the URL is attacker-controlled.
+Through a real server (the example shop with the default `HttpsProfileResolver`: no
+allow list), every special-use destination is refused with `invalid_profile_url` before
+any connection is made:
+
+- loopback in every spelling, against a real listening socket on 127.0.0.1 (and ::1)
+  that counts the connections it accepts, and a control resolver that is allowed to
+  connect, which proves the counter counts;
+- private, shared, link-local and cloud metadata addresses, IPv6 forms, and names that
+  resolve to any of them, with the HTTP client replaced by one that records its
+  construction (nothing beyond loopback is ever dialled, even if a check were missing);
+- DNS rebinding: the name is resolved once and the checked address is the one dialled;
+- a property test over every IPv4 address in a special range, in every spelling that
+  resolvers and browsers accept (decimal, octal, hex, short forms), and IPv6 tunnels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+import trustme
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from harness import serve_http
+from mcp_negotiation.ucp import INVALID_PROFILE_URL, UCP_JSONRPC_ERROR, HttpsProfileResolver, UcpError
+from mcp_negotiation.ucp import resolver as resolver_module
+from profile_server import DOCUMENT, ProfileServer, Route
+from ucp_shop import build as build_shop
+
+HANG = 60.0
+MODERN = "2026-07-28"
+
+
+# -- a listener that counts, and an HTTP client that must never be built ---------------------------------
+
+
+class Listener:
+    """Plain TCP sockets on 127.0.0.1 and ::1 (when available), one port, counting accepts."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.port = 0
+        self.ipv6 = False
+        self._servers: list[asyncio.Server] = []
+        self._counted = asyncio.Condition()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async with self._counted:
+            self.accepted += 1
+            self._counted.notify_all()
+        writer.close()
+
+    async def until(self, count: int) -> None:
+        """Return once `count` connections have been accepted."""
+        async with self._counted:
+            await self._counted.wait_for(lambda: self.accepted >= count)
+
+    async def __aenter__(self) -> Listener:
+        server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._servers.append(server)
+        self.port = server.sockets[0].getsockname()[1]
+        try:
+            self._servers.append(await asyncio.start_server(self._accept, "::1", self.port))
+            self.ipv6 = True
+        except OSError:
+            pass  # no IPv6 loopback here: the [::1] forms are still refused, just not counted
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for server in self._servers:
+            server.close()
+            await server.wait_closed()
+
+
+@pytest.fixture
+def clients_built(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every HTTP client the resolver builds; building one fails the fetch at once."""
+    built: list[object] = []
+
+    class Refusing:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            built.append(kwargs)
+            raise httpx2.ConnectError("the test forbids connections")
+
+    _replace_client(monkeypatch, Refusing)
+    return built
+
+
+def _replace_client(monkeypatch: pytest.MonkeyPatch, client: object) -> None:
+    """Swap the HTTP client class the resolver builds, and nobody else's."""
+
+    class Httpx:
+        AsyncClient = client
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(httpx2, name)
+
+    monkeypatch.setattr(resolver_module, "httpx2", Httpx())
+
+
+NAMES: dict[str, list[str]] = {
+    "intranet.example": ["10.1.2.3"],
+    "metadata.example": ["169.254.169.254"],
+    "cgnat.example": ["100.64.0.1"],
+    "v6-link-local.example": ["fe80::1"],
+    "v6-ula.example": ["fd00:ec2::254"],
+    "v4-mapped.example": ["::ffff:10.0.0.1"],
+    "nat64.example": ["64:ff9b::a9fe:a9fe"],
+    "mixed.example": ["93.184.216.34", "192.168.0.10"],
+    "loopback.example": ["127.0.0.1"],
+}
+"""Names a hostile DNS answers with special-use addresses (one bad answer refuses the name)."""
+
+
+@pytest.fixture
+def hostile_dns(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Resolves the names in NAMES; any other lookup is a test failure (nothing leaves the host)."""
+    looked_up: list[str] = []
+    real = asyncio.base_events.BaseEventLoop.getaddrinfo
+
+    async def getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host
+        looked_up.append(name)
+        if name in NAMES:
+            return [
+                (
+                    socket.AF_INET6 if ":" in address else socket.AF_INET,
+                    socket.SOCK_STREAM,
+                    6,
+                    "",
+                    (address, port, 0, 0) if ":" in address else (address, port),
+                )
+                for address in NAMES[name]
+            ]
+        if name in {"localhost", "localhost.", "LOCALHOST"}:
+            return await real(self, host, port, *args, **kwargs)  # the machine's own answer
+        raise AssertionError(f"unexpected DNS lookup of {name!r}")
+
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "getaddrinfo", getaddrinfo)
+    return looked_up
+
+
+async def _refused(client: Client, url: str) -> str:
+    with pytest.raises(MCPError) as refused:
+        await client.call_tool("negotiated", {"meta": {"ucp-agent": {"profile": url}}})
+    assert refused.value.error.code == UCP_JSONRPC_ERROR
+    data: dict[str, Any] = refused.value.error.data
+    assert data["code"] == INVALID_PROFILE_URL, (url, data)
+    content: str = data["content"]
+    return content
+
+
+LOOPBACK_SPELLINGS = [
+    "127.0.0.1",
+    "127.0.0.2",
+    "127.1",
+    "127.0.1",
+    "2130706433",
+    "0x7f000001",
+    "0x7F.0.0.1",
+    "0177.0.0.1",
+    "0177.0.0.01",
+    "017700000001",
+    "127.0.0.1.",
+    "0.0.0.0",
+    "0",
+    "localhost",
+    "LOCALHOST",
+    "localhost.",
+    "loopback.example",
+    "[::1]",
+    "[0:0:0:0:0:0:0:1]",
+    "[::ffff:127.0.0.1]",
+    "[::ffff:7f00:1]",
+    "[::127.0.0.1]",
+    "[::]",
+    "[64:ff9b::7f00:1]",
+    "[2002:7f00:1::1]",
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("hostile_dns")
+async def test_loopback_in_every_spelling_is_refused_without_a_connection(
+    tls_client: ssl.SSLContext, clients_built: list[object]
+) -> None:
+    with anyio.fail_after(HANG):
+        async with Listener() as listener, Client(build_shop(), mode=MODERN) as client:
+            for host in LOOPBACK_SPELLINGS:
+                await _refused(client, f"https://{host}:{listener.port}/profile.json")
+            assert clients_built == []
+            # Control: a resolver allowed to reach loopback does connect, and the listener counts it.
+            allowed = HttpsProfileResolver(ssl_context=tls_client, allow_addresses=["127.0.0.1"])
+            with pytest.raises(UcpError):
+                await allowed.resolve(f"https://127.0.0.1:{listener.port}/profile.json")
+    assert len(clients_built) == 1  # only the control resolver built a client
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("hostile_dns")
+async def test_loopback_refusals_never_reach_a_real_listener(tls_client: ssl.SSLContext) -> None:
+    # The same, with the real HTTP client left in place: the listener's count is the proof.
+    with anyio.fail_after(HANG):
+        async with Listener() as listener, Client(build_shop(), mode=MODERN) as client:
+            for host in LOOPBACK_SPELLINGS:
+                await _refused(client, f"https://{host}:{listener.port}/profile.json")
+            assert listener.accepted == 0
+            allowed = HttpsProfileResolver(ssl_context=tls_client, allow_addresses=["127.0.0.1", "::1"])
+            with pytest.raises(UcpError):  # not TLS: unreachable, but it did connect
+                await allowed.resolve(f"https://127.0.0.1:{listener.port}/profile.json")
+            if listener.ipv6:
+                with pytest.raises(UcpError):
+                    await allowed.resolve(f"https://[::1]:{listener.port}/profile.json")
+            await listener.until(1 + listener.ipv6)
+    assert listener.accepted == 1 + listener.ipv6
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://10.0.0.1/p.json",
+        "https://172.16.5.4/p.json",
+        "https://192.168.1.1/p.json",
+        "https://100.64.0.1/p.json",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://100.100.100.200/latest/meta-data/",
+        "https://192.0.0.192/p.json",
+        "https://198.18.0.1/p.json",
+        "https://224.0.0.1/p.json",
+        "https://255.255.255.255/p.json",
+        "https://[fe80::1]/p.json",
+        "https://[fe80::1%25eth0]/p.json",
+        "https://[fd00:ec2::254]/latest/meta-data/",
+        "https://[fc00::1]/p.json",
+        "https://[ff02::1]/p.json",
+        "https://[::ffff:10.0.0.1]/p.json",
+        "https://[::ffff:a9fe:a9fe]/p.json",
+        "https://[64:ff9b::a9fe:a9fe]/p.json",
+        "https://[2002:a9fe:a9fe::]/p.json",
+        "https://[2001:0:4136:e378:8000:63bf:56fe:5efe]/p.json",
+        "https://[2001:db8::1]/p.json",
+        "https://2852039166/latest/meta-data/",
+        "https://0xa9fea9fe/latest/meta-data/",
+        "https://0251.0376.0251.0376/latest/meta-data/",
+        "https://169.254.43518/latest/meta-data/",
+        "https://10.1/p.json",
+        "https://intranet.example/p.json",
+        "https://metadata.example/latest/meta-data/",
+        "https://cgnat.example/p.json",
+        "https://v6-link-local.example/p.json",
+        "https://v6-ula.example/p.json",
+        "https://v4-mapped.example/p.json",
+        "https://nat64.example/p.json",
+        "https://mixed.example/p.json",
+    ],
+)
+@pytest.mark.usefixtures("hostile_dns")
+async def test_special_use_destinations_are_refused_before_any_connection(
+    clients_built: list[object], url: str
+) -> None:
+    with anyio.fail_after(HANG):
+        async with Client(build_shop(), mode=MODERN) as client:
+            content = await _refused(client, url)
+    assert clients_built == []
+    assert "special-use" in content or "non-canonical" in content or "does not parse" in content
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("hostile_dns")
+async def test_every_source_of_the_url_is_checked(clients_built: list[object]) -> None:
+    """arguments.meta, the UCP-Agent header (HTTP), and the stdio session default."""
+    target = "https://metadata.example/latest/meta-data/"
+    with anyio.fail_after(HANG), serve_http(build_shop(legacy_meta=True).streamable_http_app()) as url:
+        async with (
+            httpx2.AsyncClient(headers={"UCP-Agent": f'profile="{target}"'}, timeout=HANG) as http,
+            Client(streamable_http_client(url, http_client=http), mode=MODERN) as client,
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("negotiated", {})
+            assert refused.value.error.data["code"] == INVALID_PROFILE_URL
+        async with Client(url, mode=MODERN) as client:
+            for meta in ({"ucp": {"profile": target}}, {"dev.mcp-negotiation/ucp-profile": target}):
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("negotiated", {}, meta=meta)
+                assert refused.value.error.data["code"] == INVALID_PROFILE_URL
+    assert clients_built == []
+
+
+# -- DNS rebinding --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tls_client(ca: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return context
+
+
+@asynccontextmanager
+async def _named_profile_host(ca: trustme.CA, name: str) -> AsyncIterator[ProfileServer]:
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(name).configure_cert(server_context)
+    async with ProfileServer(server_context) as host:
+        host.routes["/p.json"] = Route(body=json.dumps(DOCUMENT).encode())
+        yield host
+
+
+@pytest.mark.anyio
+async def test_dns_rebinding_the_checked_address_is_the_one_dialled(
+    ca: trustme.CA, tls_client: ssl.SSLContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # First answer: an address the operator allowed. Every later answer: one it did not
+    # (127.0.0.2, where nothing listens). A resolver that looked the name up again to
+    # connect would dial 127.0.0.2 and fail; the real one dials what it checked.
+    answers: list[str] = []
+
+    async def getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        assert host == "rebind.example"
+        address = "127.0.0.1" if not answers else "127.0.0.2"
+        answers.append(address)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "getaddrinfo", getaddrinfo)
+    with anyio.fail_after(HANG):
+        async with _named_profile_host(ca, "rebind.example") as host:
+            resolver = HttpsProfileResolver(ssl_context=tls_client, allow_addresses=["127.0.0.1/32"])
+            profile = await resolver.resolve(host.url("/p.json", host="rebind.example"))
+            assert profile.version == DOCUMENT["ucp"]["version"]
+            assert answers == ["127.0.0.1"]  # one lookup, and the answer checked is the one used
+            assert host.requests[0].headers["host"] == f"rebind.example:{host.port}"
+            assert host.server_names == ["rebind.example"]  # TLS still verified the name
+            # The next fetch (after the cache) sees the rebound answer, and refuses it.
+            fresh = HttpsProfileResolver(ssl_context=tls_client, allow_addresses=["127.0.0.1/32"])
+            with pytest.raises(UcpError) as refused:
+                await fresh.resolve(host.url("/p.json", host="rebind.example"))
+            assert refused.value.code == INVALID_PROFILE_URL
+            assert len(host.requests) == 1
+
+
+# -- property: every special IPv4 address in every spelling; IPv6 tunnels --------------------------------
+
+SPECIAL_V4 = [
+    ipaddress.IPv4Network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+    )
+]
+
+
+@st.composite
+def special_ipv4(draw: st.DrawFn) -> int:
+    network = draw(st.sampled_from(SPECIAL_V4))
+    return int(network.network_address) + draw(st.integers(0, network.num_addresses - 1))
+
+
+def _part(value: int, style: str) -> str:
+    return {"dec": str(value), "oct": f"0{value:o}", "hex": f"0x{value:x}", "HEX": f"0X{value:X}"}[style]
+
+
+@st.composite
+def spellings(draw: st.DrawFn, address: int) -> str:
+    """Spellings that inet_aton, browsers or curl read as `address`."""
+    octets = address.to_bytes(4, "big")
+    shape = draw(st.sampled_from(["dotted", "one", "two", "three", "dotted-dot"]))
+    styles = st.sampled_from(["dec", "oct", "hex", "HEX"])
+    if shape == "one":
+        return _part(address, draw(styles))
+    if shape == "two":
+        return f"{_part(octets[0], draw(styles))}.{_part(address & 0xFFFFFF, draw(styles))}"
+    if shape == "three":
+        last = int.from_bytes(octets[2:], "big")
+        return (
+            f"{_part(octets[0], draw(styles))}.{_part(octets[1], draw(styles))}.{_part(last, draw(styles))}"
+        )
+    dotted = ".".join(_part(octet, draw(styles)) for octet in octets)
+    return dotted + "." if shape == "dotted-dot" else dotted
+
+
+@st.composite
+def special_hosts(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["v4", "v4", "mapped", "nat64", "6to4", "loopback6", "link-local6", "ula6"]))
+    if kind == "v4":
+        return draw(spellings(draw(special_ipv4())))
+    v4 = ipaddress.IPv4Address(draw(special_ipv4()))
+    v6: ipaddress.IPv6Address
+    if kind == "mapped":
+        v6 = ipaddress.IPv6Address(f"::ffff:{v4}")
+    elif kind == "nat64":
+        v6 = ipaddress.IPv6Address(int(ipaddress.IPv6Address("64:ff9b::")) | int(v4))
+    elif kind == "6to4":
+        v6 = ipaddress.IPv6Address((0x2002 << 112) | (int(v4) << 80) | draw(st.integers(0, 2**80 - 1)))
+    elif kind == "loopback6":
+        v6 = ipaddress.IPv6Address(1)
+    else:
+        prefix = ipaddress.IPv6Network("fe80::/10" if kind == "link-local6" else "fc00::/7")
+        v6 = prefix[draw(st.integers(0, 2**64 - 1))]
+    text = draw(st.sampled_from([v6.compressed, v6.exploded, v6.compressed.upper()]))
+    return f"[{text}]"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    host=special_hosts(), port=st.sampled_from(["", ":443", ":8443"]), path=st.sampled_from(["/", "/p.json"])
+)
+def test_property_special_addresses_in_any_spelling_are_refused_offline(
+    monkeypatch: pytest.MonkeyPatch, host: str, port: str, path: str
+) -> None:
+    # Literal addresses are never looked up and no client is built: refused from the text alone.
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a refused URL reached DNS or the network")
+
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "getaddrinfo", forbidden)
+    _replace_client(monkeypatch, forbidden)
+    with pytest.raises(UcpError) as refused:
+        asyncio.run(HttpsProfileResolver().resolve(f"https://{host}{port}{path}"))
+    assert refused.value.code == INVALID_PROFILE_URL
