@@ -43,7 +43,8 @@ def serve_http(app: Any) -> Iterator[str]:
     The socket is bound and listening before uvicorn starts, so clients may connect at
     once: the kernel queues them until uvicorn accepts. No sleeping, no polling.
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP lets asyncio switch Nagle off (TCP_NODELAY); without it requests stall.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]

@@ -1,0 +1,215 @@
+"""Every SDK touch point of `mcp_negotiation.sdk.seams` resolves on the installed SDK.
+
+The seams answer None (and the library passes requests through) when the SDK moved a
+private name, so that users' servers keep running. This file is what turns such a move
+into a failing test instead: it runs in every environment of the SDK matrix
+(tests/peers/matrix.toml), statically and inside real requests over every transport.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client._memory import InMemoryTransport
+from mcp.client.stdio import StdioServerParameters
+from mcp.server.lowlevel.server import Server
+from mcp.server.mcpserver import MCPServer
+
+from harness import ROOT, legacy_session, open_streams, serve_http, structured
+from mcp_negotiation import NegotiationMiddleware, negotiate, revisions
+from mcp_negotiation.sdk import install, seams
+from servers import seams_server
+
+pytestmark = pytest.mark.anyio
+
+
+def _otel() -> type:
+    from mcp.server._otel import OpenTelemetryMiddleware
+
+    return OpenTelemetryMiddleware
+
+
+def test_the_sdk_knows_the_revisions_we_know() -> None:
+    from mcp_types import version
+
+    assert tuple(version.HANDSHAKE_PROTOCOL_VERSIONS) == revisions.LEGACY
+    assert tuple(version.MODERN_PROTOCOL_VERSIONS) == revisions.MODERN
+    assert revisions.LEGACY[-1] == version.LATEST_HANDSHAKE_VERSION
+    assert seams.sdk_answer_for("zzz") == version.LATEST_HANDSHAKE_VERSION
+    assert seams.sdk_answer_for("2025-03-26") == "2025-03-26"
+
+
+def test_mcpserver_middleware_list_starts_with_opentelemetry() -> None:
+    server = MCPServer("s")
+    chain = seams.middleware_list(server)
+    assert isinstance(chain, list)
+    assert chain is server.middleware is server._lowlevel_server.middleware
+    assert isinstance(chain[0], _otel())
+    assert seams.otel_position(chain) == 1
+    assert isinstance(seams.lowlevel_server(server), Server)
+
+
+def test_lowlevel_server_middleware_list_and_wrap_targets() -> None:
+    server = Server("s")
+    chain = seams.middleware_list(server)
+    assert isinstance(chain, list)
+    assert isinstance(chain[0], _otel())
+    assert callable(getattr(server, "streamable_http_app", None))
+    assert "__init__" in Server.__dict__, "instrument() patches Server.__init__ in place"
+
+
+def test_negotiate_inserts_right_after_opentelemetry() -> None:
+    server = negotiate(MCPServer("s"))
+    chain = server.middleware
+    assert isinstance(chain[0], _otel())
+    assert isinstance(chain[1], NegotiationMiddleware)
+
+
+def test_fastmcp_server_exposes_the_sdk_chain() -> None:
+    from fastmcp import FastMCP
+
+    server = FastMCP("f")
+    inner = seams.lowlevel_server(server)
+    assert isinstance(inner, Server)
+    chain = seams.middleware_list(server)
+    assert chain is inner.middleware
+    assert callable(getattr(inner, "streamable_http_app", None))
+    # FastMCP replaces the SDK's OpenTelemetry middleware with its own (which makes its
+    # own spans): ours then goes first, once, and FastMCP's chain stays behind it.
+    before = list(chain)
+    position = seams.otel_position(chain)
+    negotiate(server)
+    assert [type(m) for m in chain if isinstance(m, NegotiationMiddleware)] == [NegotiationMiddleware]
+    assert isinstance(chain[position], NegotiationMiddleware)
+    assert [m for m in chain if not isinstance(m, NegotiationMiddleware)] == before
+
+
+@pytest.mark.parametrize(("module_name", "imported_by_us"), install._STDIO_SITES)
+def test_every_stdio_server_site_exists(module_name: str, imported_by_us: bool) -> None:
+    if not imported_by_us:
+        importlib.import_module("fastmcp")
+    module = importlib.import_module(module_name)
+    assert callable(getattr(module, "stdio_server", None)), f"{module_name}.stdio_server is gone"
+
+
+def test_request_context_has_the_fields_the_middleware_reads() -> None:
+    from mcp.server.context import ServerRequestContext
+
+    names = {f.name for f in dataclasses.fields(ServerRequestContext)}
+    assert {"method", "params", "meta", "protocol_version", "request_id", "request", "session"} <= names
+
+
+def test_refusals_carry_code_message_and_data() -> None:
+    from mcp.shared.exceptions import MCPError
+
+    error = MCPError(-32021, "m", {"requiredCapabilities": {"sampling": {}}})
+    assert (error.error.code, error.error.message, error.error.data) == (
+        -32021,
+        "m",
+        {"requiredCapabilities": {"sampling": {}}},
+    )
+
+
+def test_seams_answer_none_on_a_foreign_context() -> None:
+    """The fallback the tests below rule out in real requests."""
+    assert seams.connection_state(object()) is None
+    assert seams.transport_kind(object()) is None
+    assert seams.middleware_list(object()) is None
+
+
+COMMON = {"connection": "Connection", "state": "dict"}
+EXPECTED: dict[str, dict[str, Any]] = {
+    "memory-legacy": {
+        "transport_kind": "jsonrpc",
+        "headers": False,
+        "on_stdio": False,
+        "transport": "memory",
+        "record_in_state": True,
+        "session_id": False,
+    },
+    "memory-modern": {
+        "transport_kind": "jsonrpc",
+        "headers": False,
+        "on_stdio": False,
+        "transport": "memory",
+    },
+    "direct-modern": {"transport_kind": "direct", "headers": False, "on_stdio": False, "transport": "memory"},
+    "stdio-legacy": {
+        "transport_kind": "jsonrpc",
+        "headers": False,
+        "on_stdio": True,
+        "transport": "stdio",
+        "record_in_state": True,
+    },
+    "stdio-modern": {"transport_kind": "jsonrpc", "headers": False, "on_stdio": True, "transport": "stdio"},
+    "http-legacy": {
+        "transport_kind": "jsonrpc",
+        "headers": True,
+        "scope": True,
+        "transport": "http",
+        "record_in_state": True,
+        "session_id": True,
+    },
+    "http-stateless-legacy": {
+        "transport_kind": "streamable-http",
+        "headers": True,
+        "scope": True,
+        "transport": "http",
+        "record_in_state": False,
+        "session_id": False,
+    },
+    "http-modern": {"transport_kind": "streamable-http", "headers": True, "scope": True, "transport": "http"},
+    "http-stateless-modern": {
+        "transport_kind": "streamable-http",
+        "headers": True,
+        "scope": True,
+        "transport": "http",
+    },
+}
+
+
+def _stdio() -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=[str(ROOT / "tests/servers/seams_server.py")], cwd=str(ROOT)
+    )
+
+
+async def _legacy(streams_kind: str, target: Any) -> dict[str, Any]:
+    async with (
+        open_streams(streams_kind, target) as streams,
+        legacy_session(streams, "2025-11-25", {"sampling": {}}) as (session, _),
+    ):
+        return structured(await session.call_tool("seams_seen", {}))
+
+
+async def _modern(target: Any) -> dict[str, Any]:
+    async with Client(target, mode="2026-07-28") as client:
+        return structured(await client.call_tool("seams_seen", {}))
+
+
+async def _seen(case: str) -> dict[str, Any]:
+    if case == "memory-legacy":
+        return await _legacy("memory", seams_server.build())
+    if case == "memory-modern":
+        return await _modern(InMemoryTransport(seams_server.build()))
+    if case == "direct-modern":
+        return await _modern(seams_server.build())
+    if case == "stdio-legacy":
+        return await _legacy("stdio", _stdio())
+    if case == "stdio-modern":
+        return await _modern(_stdio())
+    stateless = case.startswith("http-stateless")
+    with serve_http(seams_server.build().streamable_http_app(stateless_http=stateless)) as url:
+        return await (_legacy("http", url) if case.endswith("legacy") else _modern(url))
+
+
+@pytest.mark.parametrize("case", list(EXPECTED))
+async def test_seams_resolve_inside_real_requests(case: str) -> None:
+    seen = await _seen(case)
+    expected = {**COMMON, **EXPECTED[case], "era": case.rsplit("-", 1)[1]}
+    assert {key: seen[key] for key in expected} == expected
