@@ -10,9 +10,11 @@ Three parts, all in one process and one run:
    in-memory legacy and modern, streamable HTTP on uvicorn (legacy stateful and modern),
    and the UCP shop with a cached platform profile; first with no OpenTelemetry SDK,
    then with one configured (TracerProvider with a no-op exporter, MeterProvider with
-   an in-memory reader). Both servers are open at once and their calls alternate one
-   by one (AB BA AB ...), so a noisy neighbour slows both alike; the ratio reported is
-   the median of the per-round ratios.
+   an in-memory reader). Both servers are open at once and their calls are made in
+   pairs, one call to each, in a random (seeded) order per pair, so a noisy neighbour
+   slows both alike; the ratio reported is the median of the per-round ratios. (Strict
+   alternation AB BA AB ... is biased: gen-0 garbage collections then fall more often on
+   one member of the pair, and an A/A run reads 1.03 instead of 1.00.)
 2. Micro-benchmarks of the pure core (timeit: best and median of repeats).
 3. Memory (tracemalloc): per idle legacy session, and retained memory while 10,000
    legacy sessions are opened and closed through the in-memory transport.
@@ -30,6 +32,7 @@ import json
 import logging
 import os
 import platform
+import random
 import socket
 import statistics
 import sys
@@ -69,7 +72,7 @@ TARGET_CACHED_US = 5.0
 # --------------------------------------------------------------------------------------
 
 
-def plain_server(wrapped: bool) -> MCPServer:
+def plain_server(wrapped: bool, policy: Policy | None = None) -> MCPServer:
     server = MCPServer("bench")
 
     @server.tool()
@@ -77,7 +80,17 @@ def plain_server(wrapped: bool) -> MCPServer:
         """Return x."""
         return x
 
-    return negotiate(server, Policy()) if wrapped else server
+    return negotiate(server, policy or Policy()) if wrapped else server
+
+
+def same_server(wrapped: bool) -> MCPServer:
+    """Control, not the library: the plain server against itself (A/A), the method's own bias."""
+    return plain_server(False)
+
+
+def every_request_server(wrapped: bool) -> MCPServer:
+    """The library with `Policy(trace_every_request=True)`: a full span under every request."""
+    return plain_server(wrapped, Policy(trace_every_request=True))
 
 
 def empty_middleware_server(wrapped: bool) -> MCPServer:
@@ -159,6 +172,8 @@ class BenchPath:
     tool: str
     arguments: dict[str, Any]
     reference: bool = False
+    otel: tuple[bool, ...] = (False, True)
+    """With which OpenTelemetry settings the row is measured (no SDK, an SDK)."""
 
 
 PATHS = (
@@ -169,23 +184,32 @@ PATHS = (
     BenchPath("UCP cached · in-memory · legacy", "memory", "legacy", ucp_server, "create_checkout", UCP_ARGS),
     BenchPath("UCP cached · in-memory · modern", "memory", MODERN, ucp_server, "create_checkout", UCP_ARGS),
     BenchPath("UCP cached · HTTP · modern", "http", MODERN, ucp_server, "create_checkout", UCP_ARGS),
-    BenchPath(
-        "reference: an empty SDK middleware · in-memory · legacy",
-        "memory",
-        "legacy",
-        empty_middleware_server,
-        "echo",
-        {"x": 1},
-        reference=True,
+    *(
+        BenchPath(
+            f"reference: {what} · in-memory · {era}",
+            "memory",
+            mode,
+            factory,
+            "echo",
+            {"x": 1},
+            reference=True,
+            otel=(False,),
+        )
+        for what, factory in (
+            ("the same unwrapped server twice (A/A)", same_server),
+            ("an empty SDK middleware", empty_middleware_server),
+        )
+        for era, mode in (("legacy", "legacy"), ("modern", MODERN))
     ),
     BenchPath(
-        "reference: an empty SDK middleware · in-memory · modern",
+        "option: `trace_every_request=True` · in-memory · modern",
         "memory",
         MODERN,
-        empty_middleware_server,
+        every_request_server,
         "echo",
         {"x": 1},
         reference=True,
+        otel=(True,),
     ),
 )
 
@@ -232,7 +256,7 @@ async def _call(client: Client, path: BenchPath) -> tuple[float, float]:
 
 
 async def measure_overhead(path: BenchPath, otel: bool, rounds: int, round_seconds: float) -> Overhead:
-    """`rounds` rounds of `calls` pairs; each pair is one call to each server, in alternating
+    """`rounds` rounds of `calls` pairs; each pair is one call to each server, in random
     order, so whatever else the machine does in a given millisecond slows both alike."""
     async with _client(path, False) as plain, _client(path, True) as wrapped:
         for _ in range(30):  # warm-up: imports, caches, the client's tools/list
@@ -241,12 +265,13 @@ async def measure_overhead(path: BenchPath, otel: bool, rounds: int, round_secon
         sample = [await _call(plain, path) for _ in range(30)]
         calls = max(30, int(round_seconds / 2 / statistics.median(w for w, _ in sample)))
         result = Overhead(path.name, otel, path.reference, calls, rounds)
+        order = random.Random(f"{path.name} {otel}")
         for _ in range(rounds):
             time_plain = [0.0, 0.0]
             time_wrapped = [0.0, 0.0]
-            for index in range(calls):
+            for _ in range(calls):
                 pair = ((plain, time_plain), (wrapped, time_wrapped))
-                for client, spent in pair if index % 2 == 0 else pair[::-1]:
+                for client, spent in pair if order.random() < 0.5 else pair[::-1]:
                     wall, cpu = await _call(client, path)
                     spent[0] += wall
                     spent[1] += cpu
@@ -575,8 +600,8 @@ def render(
             "## Overhead: `tools/call` round trips, the same server with and without the library",
             "",
             f"Target: wrapped ≥ {TARGET_RATIO} × unwrapped throughput on every path. Each of {rounds} rounds",
-            "makes *calls* round trips to each server, alternating one by one; calls/s are medians over",
-            f"the rounds, *ratio* is the median of the {rounds} per-round",
+            "makes *calls* pairs of round trips, one to each server in a random order; calls/s are",
+            f"medians over the rounds, *ratio* is the median of the {rounds} per-round",
             "ratios (wrapped / unwrapped, wall clock), *range* their minimum and maximum, and *CPU ratio*",
             "the same median computed from this process's CPU time (less sensitive to other load).",
             "",
@@ -663,16 +688,19 @@ def render(
         "  stateful for legacy.",
         "- With the OpenTelemetry SDK: `TracerProvider` with a `SimpleSpanProcessor` and an exporter",
         "  that discards, `MeterProvider` with an `InMemoryMetricReader`. The SDK's own spans are",
-        "  recorded for both variants; the wrapped one adds a `capability_negotiated` span, an event",
-        "  and two metric points per negotiation (modern requests, and legacy calls carrying UCP).",
-        "- The *reference* rows wrap nothing: the second server is the plain one plus an SDK",
+        "  recorded for both variants; the wrapped one adds what the next point describes.",
+        "- The *reference* rows are controls, not the library: *A/A* puts the plain server against",
+        "  itself (what the method reads when nothing differs); *an empty SDK middleware* adds a",
         "  middleware that only calls the next, the floor any middleware-based library starts from.",
+        "  The *option* row is the library with `Policy(trace_every_request=True)`: a full span,",
+        "  event and histogram point under every request instead of a link for repeats.",
         "- What the wrapped server does per request: modern requests look their envelope up in",
         "  the negotiator's cache, legacy ones read the connection's record; the record is published",
-        "  in a ContextVar; modern requests (and legacy calls naming a UCP platform) emit a",
-        "  `capability_negotiated` span, event and two metric points, which cost little with the",
-        "  OpenTelemetry API alone and much more with an SDK recording them; UCP calls also find the",
-        "  profile URL, validate it, take the cached profile and agreement, and copy the record.",
+        "  in a ContextVar. The first request with an envelope (and the first legacy call with a UCP",
+        "  agreement) emits a `capability_negotiated` span, an event and a histogram point; each",
+        "  repeat adds one to an in-process tally (the counter is asynchronous) and, when an SDK",
+        "  records the request's span, a link from it to that first span. UCP calls also find the",
+        "  profile URL, validate it, and take the cached profile, agreement and scoped record.",
         "- INFO logging is disabled (for both servers alike); warnings and errors still print.",
         "- The machine may be shared: the load average is printed above, and the *range* column shows",
         "  how much one round can differ from another.",
@@ -706,8 +734,8 @@ async def main_async(args: argparse.Namespace) -> str:
             for path in PATHS:
                 if args.path and not any(part in path.name for part in args.path):
                     continue
-                if path.reference and otel:
-                    continue  # the reference rows are about the SDK's middleware seam only
+                if otel not in path.otel:
+                    continue
                 o = await measure_overhead(path, otel, args.rounds, args.round_seconds)
                 overhead.append(o)
                 print(

@@ -89,6 +89,15 @@ def _note(span: Any) -> str:
     return " · ".join(parts)
 
 
+def _links(span: Any, spans: Sequence[Any]) -> str:
+    """A request span's links to the negotiation it repeated (by name, when in this trace)."""
+    names = {s.context.span_id: s.name for s in spans}
+    return " · ".join(
+        f"link → {names.get(link.context.span_id, 'a span')} {link.context.span_id:016x}"[:60]
+        for link in span.links
+    )
+
+
 def _colour(span: Any) -> str:
     if span.name == "capability_negotiated":
         return REFUSED if (span.attributes or {}).get("error.type") else NEGOTIATED
@@ -141,7 +150,7 @@ def render(spans: Sequence[Any]) -> str:
                     f'<path d="M{ex:.1f} {y + 2} l5 9 l-5 9 l-5 -9 z" class="event">'
                     f"<title>event {escape(event.name)}</title></path>"
                 )
-            note = _note(span) if span.name == "capability_negotiated" else ""
+            note = _note(span) if span.name == "capability_negotiated" else _links(span, group)
             if note:
                 body.append(
                     f'<text x="{x0 + BAR_WIDTH + 10}" y="{y + 15}" class="note">{escape(note)}</text>'

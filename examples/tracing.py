@@ -83,7 +83,7 @@ def _value(value: Any) -> str:
 
 
 def one_line(span: ReadableSpan) -> str:
-    """A compact rendering: name, kind, ids, the interesting attributes and event names."""
+    """A compact rendering: name, kind, ids, the interesting attributes, events and links."""
     context = span.get_span_context()
     trace_id = f"{context.trace_id:032x}"[:8] if context else "?"
     span_id = f"{context.span_id:016x}"[:8] if context else "?"
@@ -91,9 +91,10 @@ def one_line(span: ReadableSpan) -> str:
     attributes = span.attributes or {}
     shown = " ".join(f"{key}={_value(attributes[key])}" for key in SHOWN if key in attributes)
     events = "".join(f" +event:{event.name}" for event in span.events)
+    links = "".join(f" +link:{link.context.span_id:016x}"[:15] for link in span.links)
     return (
         f"{span.name:<34} {span.kind.name:<8} trace={trace_id} span={span_id} parent={parent} "
-        f"{shown}{events}\n"
+        f"{shown}{events}{links}\n"
     )
 
 

@@ -114,5 +114,3 @@ def make_tls(ca: trustme.CA) -> Tls:
     client = ssl.create_default_context()
     ca.configure_trust(client)
     return Tls(server, client)
-
-

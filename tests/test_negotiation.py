@@ -759,13 +759,19 @@ def test_unpinned_clock_closes_the_window_on_a_running_negotiator(monkeypatch: p
         def today(cls) -> FakeDate:
             return cls.fromordinal(clock["today"].toordinal())
 
+    seconds = {"now": 1_000.0}
     monkeypatch.setattr(revisions, "date", FakeDate)
     monkeypatch.setattr(negotiation, "date", FakeDate)
+    monkeypatch.setattr(negotiation, "monotonic", lambda: seconds["now"])
     ng = Negotiator(Policy())
     before = ng.request(envelope(caps={"sampling": {}}))
     assert before.supports("sampling")
     assert ng.initialize(init(caps={"sampling": {}})).supports("sampling")
     clock["today"] = date(2027, 7, 28)
+    seconds["now"] += negotiation._DATE_RECHECK_SECONDS - 1
+    # Within the minute the clock is not read again: the window is still open.
+    assert ng.request(envelope(caps={"sampling": {}})) is before
+    seconds["now"] += 1
     after = ng.request(envelope(caps={"sampling": {}}))
     assert after is not before
     assert not after.supports("sampling")

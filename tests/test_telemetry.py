@@ -239,45 +239,118 @@ async def test_counter_offer_records_the_agreed_revision(spans: InMemorySpanExpo
 
 
 # ---------------------------------------------------------------------------------------
-# Modern: one span per request
+# Modern: one span per envelope negotiated; its repeats link to it
 
 
-@pytest.mark.parametrize("kind", ["memory-direct", "memory-jsonrpc", "http"])
-async def test_modern_records_one_span_per_request(spans: InMemorySpanExporter, kind: str) -> None:
-    with target(kind) as where:
+def _modern_span_attributes(kind: str, method: str) -> dict[str, Any]:
+    return {
+        "mcp.method.name": method,
+        "mcp.protocol.version": "2026-07-28",
+        "network.transport": TRANSPORT[kind],
+        "mcp.negotiation.era": "modern",
+        "mcp.negotiation.outcome": "accepted",
+        "mcp.negotiation.requested_version": "2026-07-28",
+        "mcp.negotiation.capabilities_known": True,
+        "mcp.negotiation.client_capabilities": ("sampling",),
+        "mcp.negotiation.degraded": (),
+        "mcp.negotiation.withheld": (),
+    }
+
+
+async def _three_modern_requests(kind: str, policy: Policy | None = None) -> None:
+    with target(kind, policy) as where:
         async with Client(where, mode="2026-07-28", sampling_callback=_sample) as client:
             structured(await client.call_tool("negotiation", {}))
             await client.call_tool("negotiation", {})
             await client.list_tools()
+
+
+def _check_trace_context(kind: str, span: ReadableSpan, finished: Sequence[ReadableSpan]) -> ReadableSpan:
+    server_span = _assert_is_child_of_server_span(span, finished)
+    if kind == "memory-direct":
+        # The SDK's direct in-process dispatcher carries no traceparent: a new trace.
+        assert server_span.parent is None
+    else:
+        _assert_joined_client_trace(server_span, finished)
+    return server_span
+
+
+@pytest.mark.parametrize("kind", ["memory-direct", "memory-jsonrpc", "http"])
+async def test_modern_traces_an_envelope_once_and_links_its_repeats(
+    spans: InMemorySpanExporter, kind: str
+) -> None:
+    await _three_modern_requests(kind)
+    finished = spans.get_finished_spans()
+    (ours,) = named(finished, SPAN_NAME)  # every request carried the same envelope
+    negotiating = _check_trace_context(kind, ours, finished)
+    assert attrs(ours) == _modern_span_attributes(kind, attrs(negotiating)["mcp.method.name"])
+    assert len(events_named(negotiating, SPAN_NAME)) == 1
+    repeats = [s for s in finished if s.kind is SpanKind.SERVER and s is not negotiating]
+    assert {attrs(s)["mcp.method.name"] for s in repeats} >= {"tools/call", "tools/list"}
+    for server_span in repeats:
+        # Each repeat's own request span points at the span that negotiated its envelope.
+        assert [link.context.span_id for link in server_span.links] == [ours.context.span_id]
+        assert [link.context.trace_id for link in server_span.links] == [ours.context.trace_id]
+        assert not events_named(server_span, SPAN_NAME)
+
+
+@pytest.mark.parametrize("kind", ["memory-direct", "memory-jsonrpc", "http"])
+async def test_trace_every_request_gives_each_request_its_span(
+    spans: InMemorySpanExporter, kind: str
+) -> None:
+    await _three_modern_requests(kind, Policy(trace_every_request=True))
     finished = spans.get_finished_spans()
     ours = named(finished, SPAN_NAME)
     server_spans = [span for span in finished if span.kind is SpanKind.SERVER]
     assert len(server_spans) >= 3
-    # Exactly one negotiation span under every server span, none elsewhere.
+    # Exactly one negotiation span under every server span, none elsewhere, and no links.
     assert Counter(span.parent.span_id for span in ours if span.parent) == Counter(
         span.context.span_id for span in server_spans
     )
     assert len(ours) == len(server_spans)
+    assert not any(span.links for span in server_spans)
     for span in ours:
-        server_span = _assert_is_child_of_server_span(span, finished)
-        if kind == "memory-direct":
-            # The SDK's direct in-process dispatcher carries no traceparent: a new trace.
-            assert server_span.parent is None
-        else:
-            _assert_joined_client_trace(server_span, finished)
-        assert attrs(span) == {
-            "mcp.method.name": attrs(server_span)["mcp.method.name"],
-            "mcp.protocol.version": "2026-07-28",
-            "network.transport": TRANSPORT[kind],
-            "mcp.negotiation.era": "modern",
-            "mcp.negotiation.outcome": "accepted",
-            "mcp.negotiation.requested_version": "2026-07-28",
-            "mcp.negotiation.capabilities_known": True,
-            "mcp.negotiation.client_capabilities": ("sampling",),
-            "mcp.negotiation.degraded": (),
-            "mcp.negotiation.withheld": (),
-        }
+        server_span = _check_trace_context(kind, span, finished)
+        assert attrs(span) == _modern_span_attributes(kind, attrs(server_span)["mcp.method.name"])
     assert {attrs(span)["mcp.method.name"] for span in ours} >= {"tools/call", "tools/list"}
+
+
+async def test_a_new_envelope_is_a_new_negotiation(spans: InMemorySpanExporter) -> None:
+    server = build()
+    async with Client(server, mode="2026-07-28") as plain:
+        await plain.call_tool("negotiation", {})
+    async with Client(server, mode="2026-07-28", sampling_callback=_sample) as sampling:
+        await sampling.call_tool("negotiation", {})
+        await sampling.call_tool("negotiation", {})
+    ours = named(spans.get_finished_spans(), SPAN_NAME)
+    assert sorted(attrs(s)["mcp.negotiation.client_capabilities"] for s in ours) == [(), ("sampling",)]
+
+
+def test_a_repeat_first_seen_untraced_is_traced_once_something_records(spans: InMemorySpanExporter) -> None:
+    record = Negotiator(Policy()).request(
+        {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    )
+    # Under a parent that was sampled out, the negotiation span is not recorded either.
+    unsampled = trace.NonRecordingSpan(
+        trace.SpanContext(trace_id=0x1234, span_id=0x5678, is_remote=True, trace_flags=trace.TraceFlags(0))
+    )
+    with trace.use_span(unsampled):
+        telemetry.record_negotiation("tools/list", record, Policy(), 0.0)
+    assert not named(spans.get_finished_spans(), SPAN_NAME)
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("tools/call", kind=SpanKind.SERVER):
+        telemetry.record_negotiation("tools/call", record, Policy(), 0.0)  # nothing to link to: a span
+    with tracer.start_as_current_span("tools/call again", kind=SpanKind.SERVER):
+        telemetry.record_negotiation("tools/call", record, Policy(), 0.0)  # linked to that span
+    finished = spans.get_finished_spans()
+    (first,) = named(finished, SPAN_NAME)
+    assert first.parent is not None
+    assert first.parent.span_id == named(finished, "tools/call")[0].context.span_id
+    (again,) = named(finished, "tools/call again")
+    assert [link.context.span_id for link in again.links] == [first.context.span_id]
 
 
 # ---------------------------------------------------------------------------------------
@@ -304,6 +377,7 @@ class JsonLines(SpanExporter):
                 "parent_id": s.parent.span_id if s.parent else None,
                 "attributes": {k: list(v) if isinstance(v, tuple) else v for k, v in s.attributes.items()},
                 "events": [[e.name, dict(e.attributes)] for e in s.events],
+                "links": [l.context.span_id for l in s.links],
                 "status": s.status.status_code.name,
             }
             self.file.write(json.dumps(record, default=list) + "\n")
@@ -378,7 +452,11 @@ async def test_stdio_modern_span_per_request_and_refusal(
     ours = [s for s in server_side if s["name"] == SPAN_NAME]
     servers = {s["span_id"]: s for s in server_side if s["kind"] == "SERVER"}
     assert ours
-    assert sorted(s["parent_id"] for s in ours) == sorted(servers)
+    # Every request span has its negotiation: a child span, or a link to an earlier one.
+    parents = [s["parent_id"] for s in ours]
+    linked = {server_id for server_id, server in servers.items() if server["links"]}
+    assert sorted([*parents, *linked]) == sorted(servers)
+    assert {link for server in servers.values() for link in server["links"]} <= {s["span_id"] for s in ours}
     client_spans = {s.context.span_id: s for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT}
     for span in ours:
         server_span = servers[span["parent_id"]]
@@ -602,7 +680,7 @@ def test_ucp_attributes_reach_span_and_event(spans: InMemorySpanExporter) -> Non
     with tracer.start_as_current_span(
         "tools/call checkout", kind=SpanKind.SERVER, attributes=server_attributes
     ):
-        telemetry.record_negotiation("tools/call", record, Policy(), 0.0001, session_id=None)
+        telemetry.record_negotiation("tools/call", record, Policy(), 0.0001)
     finished = spans.get_finished_spans()
     (span,) = named(finished, SPAN_NAME)
     server_span = _assert_is_child_of_server_span(span, finished)
@@ -612,12 +690,14 @@ def test_ucp_attributes_reach_span_and_event(spans: InMemorySpanExporter) -> Non
 
 
 def test_only_the_sdk_initialize_span_is_corrected(spans: InMemorySpanExporter) -> None:
-    record = Negotiator(Policy()).initialize(initialize_params("2025-06-18", {}))
+    negotiator = Negotiator(Policy())
     tracer = trace.get_tracer("tests")
     with tracer.start_as_current_span("user work", attributes={"mcp.protocol.version": "mine"}):
-        telemetry.record_negotiation("initialize", record, Policy(), 0.0, session_id=None)
+        record = negotiator.initialize(initialize_params("2025-06-18", {}))
+        telemetry.record_negotiation("initialize", record, Policy(), 0.0)
     with tracer.start_as_current_span("initialize", attributes={"mcp.method.name": "initialize"}):
-        telemetry.record_negotiation("initialize", record, Policy(), 0.0, session_id=None)
+        record = negotiator.initialize(initialize_params("2025-06-18", {}))
+        telemetry.record_negotiation("initialize", record, Policy(), 0.0)
     finished = spans.get_finished_spans()
     (user,) = named(finished, "user work")
     (sdk_like,) = named(finished, "initialize")
@@ -663,7 +743,7 @@ def _labels(era: str, revision: str, outcome: str) -> frozenset[tuple[str, str]]
     )
 
 
-async def test_metrics_count_and_time_every_negotiation(
+async def test_metrics_count_every_negotiation_and_time_each_first(
     spans: InMemorySpanExporter, reader: InMemoryMetricReader
 ) -> None:
     counts_before = _points(reader, "mcp.negotiation.count")
@@ -675,6 +755,7 @@ async def test_metrics_count_and_time_every_negotiation(
         await session.call_tool("negotiation", {})
     async with Client(server, mode="2026-07-28") as client:
         await client.call_tool("negotiation", {})
+        await client.call_tool("negotiation", {})
     async with Client(build(Policy(max_revision="2025-11-25")), mode="2026-07-28") as client:
         with pytest.raises(MCPError):
             await client.call_tool("negotiation", {})
@@ -682,16 +763,23 @@ async def test_metrics_count_and_time_every_negotiation(
     after_durations = _points(reader, "mcp.negotiation.duration")
     durations = _count_delta(durations_before, after_durations, "count")
 
-    # One count per recorded span, labelled by what the span says was agreed.
-    expected: Counter[Any] = Counter(
-        _labels(
-            attrs(s)["mcp.negotiation.era"],
-            attrs(s).get("mcp.protocol.version", "unknown"),
-            attrs(s)["mcp.negotiation.outcome"],
+    # One duration per recorded span, labelled by what the span says was agreed; one count
+    # per span and per repeat (a request span linking to the span that negotiated it).
+    finished = spans.get_finished_spans()
+    ours = {s.context.span_id: s for s in named(finished, SPAN_NAME)}
+
+    def labels_of(span: ReadableSpan) -> frozenset[tuple[str, str]]:
+        return _labels(
+            attrs(span)["mcp.negotiation.era"],
+            attrs(span).get("mcp.protocol.version", "unknown"),
+            attrs(span)["mcp.negotiation.outcome"],
         )
-        for s in named(spans.get_finished_spans(), SPAN_NAME)
-    )
-    assert counts == expected == durations
+
+    expected = Counter(labels_of(s) for s in ours.values())
+    repeats = Counter(labels_of(ours[link.context.span_id]) for s in finished for link in s.links)
+    assert repeats[_labels("modern", "2026-07-28", "accepted")] >= 1  # the modern client repeated
+    assert durations == expected
+    assert counts == expected + repeats
     assert counts[_labels("legacy", "2025-06-18", "accepted")] == 1
     assert counts[_labels("legacy", "2025-11-25", "counter_offered")] == 1
     assert counts[_labels("modern", "2026-07-28", "accepted")] >= 1
@@ -736,14 +824,14 @@ async def _serve_everything() -> None:
     assert refused.value.error.code == -32022
 
 
-@pytest.mark.parametrize("broken", ["_tracer", "_counter", "_duration", "span_attributes"])
+@pytest.mark.parametrize("broken", ["_tracer", "_count", "_duration", "span_attributes"])
 async def test_a_failing_telemetry_backend_never_reaches_the_server(
     spans: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     broken: str,
 ) -> None:
-    replacement: Any = _Broken() if broken != "span_attributes" else _Broken().span_attributes
+    replacement: Any = _Broken() if broken in {"_tracer", "_duration"} else getattr(_Broken(), broken)
     monkeypatch.setattr(telemetry, broken, replacement)
     with caplog.at_level(logging.ERROR, logger="mcp_negotiation"):
         await _serve_everything()

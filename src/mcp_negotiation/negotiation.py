@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
+from time import monotonic
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from . import revisions
+from .bounded import BoundedCache
 from .errors import (
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -54,6 +56,9 @@ MAX_STRING_LENGTH: Final = 4_096
 MAX_REVISION_LENGTH: Final = 64
 """A protocol revision longer than this is not a revision; refused as malformed."""
 _CACHE_SIZE: Final = 1_024
+_DATE_RECHECK_SECONDS: Final = 60.0
+"""How often an unpinned clock is read again: `date.today()` costs a microsecond, too
+much for every request, and a deprecation closing a minute late harms no one."""
 _MAX_CACHED_ENVELOPE: Final = 65_536
 """Envelopes whose text is longer than this are negotiated but not cached (bounded memory)."""
 
@@ -110,6 +115,8 @@ class Policy:
     pin the clock for tests. `withhold` withdraws further features by name.
     `strict` makes installation raise instead of warning when the SDK lacks a hook.
     `record_client_identity` lets telemetry record client name and version.
+    `trace_every_request` gives every modern request its own `capability_negotiated`
+    span; by default a repeat of a cached negotiation links to the span that made it.
     `ucp` holds the UCP settings (see `mcp_negotiation.ucp`).
     """
 
@@ -123,6 +130,7 @@ class Policy:
     withhold: frozenset[str] = frozenset()
     strict: bool = False
     record_client_identity: bool = False
+    trace_every_request: bool = False
     ucp: Any = None
 
     def __post_init__(self) -> None:
@@ -313,20 +321,22 @@ class Negotiator:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.accepted = policy.accepted()
-        # With no pinned clock the deprecation window is re-read once per calendar day, so a
-        # long-running server withdraws the deprecated features when the removal date passes.
+        # With no pinned clock the date is read again at most once a minute, so a long-running
+        # server withdraws the deprecated features within a minute of the removal date.
         self._clock_pinned = policy.today is not None or policy.months_since_deprecation is not None
         self._withdrawn_on: date | None = None if self._clock_pinned else date.today()
+        self._date_checked_at = monotonic()
         self._withdrawn = policy.withdrawn()
         self._accepted_legacy = tuple(r for r in self.accepted if revisions.era(r) == "legacy")
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
         self._degraded = {r: self._degraded_at(r) for r in self.accepted}
-        self._modern_cache: dict[tuple[Any, ...], Negotiation] = {}
+        self._modern_cache: BoundedCache[tuple[Any, ...], Negotiation] = BoundedCache(_CACHE_SIZE)
 
     @property
     def withdrawn(self) -> frozenset[str]:
         """Features no client gets now: closed deprecations and the policy's `withhold`."""
-        if not self._clock_pinned:
+        if not self._clock_pinned and monotonic() - self._date_checked_at >= _DATE_RECHECK_SECONDS:
+            self._date_checked_at = monotonic()
             today = date.today()
             if today != self._withdrawn_on:
                 self._withdrawn = self.policy.withdrawn()
@@ -425,7 +435,7 @@ class Negotiator:
         check_required: bool = True,
     ) -> Negotiation:
         """Negotiate one modern request from its `_meta` envelope (cached by content)."""
-        if not isinstance(meta, Mapping):
+        if type(meta) is not dict and not isinstance(meta, Mapping):  # dict first: the ABC check is slow
             raise _invalid("_meta must be an object carrying the protocol envelope")
         version = meta.get(PROTOCOL_VERSION_KEY)
         caps = meta.get(CLIENT_CAPABILITIES_KEY)
@@ -442,9 +452,7 @@ class Negotiator:
         if cached is None:
             cached = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
             if sum(map(len, text)) <= _MAX_CACHED_ENVELOPE:
-                if len(self._modern_cache) >= _CACHE_SIZE:
-                    del self._modern_cache[next(iter(self._modern_cache))]
-                self._modern_cache[key] = cached
+                self._modern_cache.put(key, cached)
         return self._check_required(cached) if check_required else cached
 
     def _negotiate_envelope(

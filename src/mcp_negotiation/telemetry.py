@@ -5,6 +5,14 @@ non-recording spans, and this module then skips building attributes, so the cost
 few attribute lookups. Telemetry observes and never changes an outcome: every entry
 point swallows (and logs) its own failures instead of raising into the server.
 
+A modern client repeats the same envelope on every request, and the negotiator answers
+a repeat with the record it already made. Tracing that repeat in full would cost more
+than the request itself (an SDK span, an event and two synchronous instruments are
+about 100 µs), so by default a repeat is counted and its SERVER span gets a *link* to
+the span that negotiated it (about 3 µs); `Policy(trace_every_request=True)` restores a
+full span per request. The count is an asynchronous counter over in-process tallies,
+so counting costs a dictionary update rather than a trip through the metrics SDK.
+
 Attribute names follow the semantic conventions where they exist (`mcp.method.name`,
 `mcp.protocol.version`, `mcp.session.id`, `network.transport`, `error.type`); the rest
 live under `mcp.negotiation.*` and `ucp.*` and are documented in `docs/telemetry.md`.
@@ -14,15 +22,17 @@ Lists are sorted and bounded; client identity is recorded only when the policy o
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from opentelemetry import metrics, trace
-from opentelemetry.metrics import Histogram
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
 from . import revisions
+from .bounded import IdentityCache
 from .errors import Refusal
 from .negotiation import Negotiation, Policy, Transport
 
@@ -44,8 +54,30 @@ NETWORK_TRANSPORT: Final[Mapping[Transport, str]] = {
 
 _tracer = trace.get_tracer("mcp_negotiation")
 _meter = metrics.get_meter("mcp_negotiation")
-_counter = _meter.create_counter(
-    "mcp.negotiation.count", unit="{negotiation}", description="Negotiations by era, revision and outcome"
+LABEL_KEYS: Final = ("mcp.negotiation.era", "mcp.protocol.version", "mcp.negotiation.outcome")
+Labels = tuple[str, str, str]
+"""Metric label values in `LABEL_KEYS` order; every value comes from a small fixed set."""
+
+_tallies: dict[Labels, int] = {}
+_tallies_lock = threading.Lock()
+
+
+def _count(labels: Labels) -> None:
+    with _tallies_lock:
+        _tallies[labels] = _tallies.get(labels, 0) + 1
+
+
+def _observe_counts(options: CallbackOptions) -> Iterable[Observation]:
+    with _tallies_lock:
+        counts = list(_tallies.items())
+    return [Observation(value, dict(zip(LABEL_KEYS, labels, strict=True))) for labels, value in counts]
+
+
+_meter.create_observable_counter(
+    "mcp.negotiation.count",
+    callbacks=[_observe_counts],
+    unit="{negotiation}",
+    description="Negotiations by era, revision and outcome, repeats of a cached negotiation included",
 )
 DURATION_BUCKETS: Final = (
     0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5,
@@ -53,20 +85,16 @@ DURATION_BUCKETS: Final = (
 )  # fmt: skip
 """Advised histogram boundaries (seconds): negotiating takes microseconds, and the SDK's
 default boundaries (0, 5, 10, ... 10000) would put every observation in the first bucket."""
+_duration = _meter.create_histogram(
+    "mcp.negotiation.duration",
+    unit="s",
+    description="Time spent negotiating one request or handshake (repeats of a cached negotiation excluded)",
+    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+)
 
-
-def _create_duration_histogram() -> Histogram:
-    name, unit = "mcp.negotiation.duration", "s"
-    description = "Time spent negotiating one request or handshake"
-    try:
-        return _meter.create_histogram(
-            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=DURATION_BUCKETS
-        )
-    except TypeError:  # pragma: no cover - opentelemetry-api < 1.23 has no advisory parameter
-        return _meter.create_histogram(name, unit=unit, description=description)
-
-
-_duration = _create_duration_histogram()
+_TRACED_LIMIT: Final = 1_024
+_traced: IdentityCache[tuple[SpanContext | None, Labels]] = IdentityCache(_TRACED_LIMIT)
+"""Records already traced in full: the span to link repeats to, and their metric labels."""
 
 
 def _bounded(names: Iterable[str]) -> list[str]:
@@ -130,31 +158,32 @@ def _is_sdk_initialize_span(span: Any) -> bool:
     return isinstance(attributes, Mapping) and attributes.get("mcp.method.name") == "initialize"
 
 
-def _metric_labels(era: str, protocol_version: Any, outcome: str) -> dict[str, str]:
-    return {
-        "mcp.negotiation.era": era,
-        "mcp.protocol.version": _revision_label(protocol_version),
-        "mcp.negotiation.outcome": outcome,
-    }
+def _metric_labels(era: str, protocol_version: Any, outcome: str) -> Labels:
+    return era, _revision_label(protocol_version), outcome
 
 
 def _emit(
     build: Callable[[], dict[str, Any]],
-    labels: dict[str, str],
+    labels: Labels,
     duration: float,
     error: str | None,
     correct_parent: bool,
-) -> None:
-    """Start and end the span, add the event, count. `build` runs only if something records."""
+) -> SpanContext | None:
+    """Start and end the span, add the event, count and time.
+
+    `build` runs only if something records. Answers the span's context when it was
+    recorded (something to link to), else None.
+    """
     end = time.time_ns()
     parent = trace.get_current_span()
     span = _tracer.start_span(SPAN_NAME, kind=SpanKind.INTERNAL, start_time=end - int(duration * 1e9))
+    recorded = span.is_recording()  # asked now: an ended span no longer records
     try:
-        if span.is_recording() or parent.is_recording():
+        if recorded or parent.is_recording():
             attributes = build()
             if error is not None:
                 attributes["error.type"] = error
-            if span.is_recording():
+            if recorded:
                 span.set_attributes(attributes)
                 if error is not None:
                     span.set_status(Status(StatusCode.ERROR, f"negotiation refused ({error})"))
@@ -165,24 +194,47 @@ def _emit(
                     parent.set_attribute("mcp.protocol.version", attributes["mcp.protocol.version"])
     finally:
         span.end(end_time=end)
-    _counter.add(1, labels)
-    _duration.record(duration, labels)
+    _count(labels)
+    _duration.record(duration, dict(zip(LABEL_KEYS, labels, strict=True)))
+    return span.get_span_context() if recorded else None
 
 
-def record_negotiation(
-    method: str, record: Negotiation, policy: Policy, duration: float, *, session_id: str | None
-) -> None:
-    """Trace an accepted or counter-offered negotiation. Never raises."""
+def record_negotiation(method: str, record: Negotiation, policy: Policy, duration: float) -> None:
+    """Trace a negotiation the first time its record is seen; count and link its repeats.
+
+    A repeat is the very same record again (the negotiator's cache, a legacy session's
+    record): it is counted, and the request's span links to the span that negotiated
+    it, unless the policy wants a span per request or that span was never recorded.
+    Never raises.
+    """
     try:
-        _emit(
-            lambda: span_attributes(method, record, policy, session_id),
-            _metric_labels(record.era, record.protocol_version, record.outcome),
+        if not policy.trace_every_request:
+            known = _traced.get(record)
+            if known is not None and _repeat(*known):
+                return
+        labels = _metric_labels(record.era, record.protocol_version, record.outcome)
+        context = _emit(
+            lambda: span_attributes(method, record, policy, record.session_id),
+            labels,
             duration,
             None,
             method == "initialize",
         )
+        if not policy.trace_every_request:
+            _traced.put((context, labels), record)
     except Exception:
         logger.exception("mcp_negotiation: telemetry failed (ignored)")
+
+
+def _repeat(context: SpanContext | None, labels: Labels) -> bool:
+    """Count a repeat and link the current span to its negotiation; False to trace it in full."""
+    parent = trace.get_current_span()
+    if parent.is_recording():
+        if context is None:  # first seen while nothing recorded: there is nothing to link to
+            return False
+        parent.add_link(context)
+    _count(labels)
+    return True
 
 
 def record_refusal(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, MutableMapping
-from dataclasses import replace
 from typing import Any, Final, NoReturn
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -50,7 +49,8 @@ def _origin(ctx: Any) -> tuple[Transport, Mapping[str, str]]:
 
 
 def _raw_meta(params: Mapping[str, Any] | None) -> Any:
-    return params.get("_meta") if isinstance(params, Mapping) else None
+    # `type(...) is dict` first: an ABC isinstance check costs more than the lookup itself.
+    return params.get("_meta") if type(params) is dict or isinstance(params, Mapping) else None
 
 
 class NegotiationMiddleware:
@@ -66,28 +66,41 @@ class NegotiationMiddleware:
         self.ucp = UcpNegotiator(policy.ucp) if policy.ucp is not None else None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        # This runs on every message a server receives, so it is written for the common
+        # case (a modern request whose envelope was negotiated before, or a legacy request
+        # of a session): few calls, no extra coroutine, nothing that case does not need.
+        started = time.perf_counter()
+        handshake = False
         if ctx.request_id is None:
             # Notifications are never refused; legacy ones still see their session's record.
             record = self._stored(ctx)
-            return await self._publish(record, ctx, call_next)
-        if ctx.method == "initialize" and revisions.era(ctx.protocol_version) != "modern":
-            # A handshake. (On the modern path `initialize` is a removed method: it is
-            # negotiated like any request, and the SDK answers -32601.)
-            return await self._initialize(ctx, call_next)
-        started = time.perf_counter()
-        record = self._negotiated(ctx, started, lambda: self._request_record(ctx))
-        if record is not None and self.ucp is not None and ctx.method == "tools/call":
-            record = await self._with_ucp(ctx, record, self.ucp, started)
-        if record is not None and (record.era == "modern" or record.ucp is not None):
-            telemetry.record_negotiation(
-                ctx.method,
-                record,
-                self.policy,
-                time.perf_counter() - started,
-                session_id=seams.session_id(ctx),
-            )
-        result = await self._publish(record, ctx, call_next)
-        if ctx.method == "server/discover":
+        else:
+            era = revisions.era(ctx.protocol_version)
+            # On the modern path `initialize` is a removed method: it is negotiated like any
+            # request, and the SDK answers -32601.
+            handshake = ctx.method == "initialize" and era != "modern"
+            if handshake:
+                record = self._negotiated(ctx, started, self._handshake, ctx)
+            else:
+                record = self._stored(ctx) if era == "legacy" else None
+                if record is None:
+                    record = self._negotiated(ctx, started, self._negotiate_request, ctx, era)
+                if record is not None and self.ucp is not None and ctx.method == "tools/call":
+                    record = await self._with_ucp(ctx, record, self.ucp, started)
+                if record is not None and (record.era == "modern" or record.ucp is not None):
+                    telemetry.record_negotiation(
+                        ctx.method, record, self.policy, time.perf_counter() - started
+                    )
+        if record is None:
+            return await call_next(ctx)
+        token = _current.set((record, self.negotiator))
+        try:
+            result = await call_next(ctx)
+        finally:
+            _current.reset(token)
+        if handshake:
+            self._handshaken(ctx, record, result, started)
+        elif ctx.method == "server/discover":
             self._advertise(result, "extensions")
         return result
 
@@ -103,13 +116,10 @@ class NegotiationMiddleware:
                 session_default=state.get(UCP_STATE_KEY) if state is not None else None,
                 legacy_meta=ucp.policy.legacy_meta,
             )
-            if url is None:
-                return record
-            agreement = await ucp.agree(url)
+            return record if url is None else await ucp.scope(record, url)
         except UcpError as failure:
             error = failure.to_jsonrpc_error()
             self._refuse(ctx, Refusal(error["code"], error["message"], error["data"]), started)
-        return replace(record, ucp=agreement)
 
     def _advertise(self, result: HandlerResult, where: str) -> None:
         """Tell clients the business's UCP capabilities (legacy: `experimental`)."""
@@ -120,65 +130,53 @@ class NegotiationMiddleware:
             capabilities.setdefault(where, {})[UCP_EXTENSION_ID] = advertisement(self.ucp.policy.business)
 
     def _negotiated(
-        self, ctx: ServerRequestContext[Any, Any], started: float, negotiate: Callable[[], Negotiation | None]
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        started: float,
+        negotiate: Callable[..., Negotiation | None],
+        *args: Any,
     ) -> Negotiation | None:
         """Run one negotiation: a refusal becomes the client's error; a bug of ours, a pass-through."""
         try:
-            return negotiate()
+            return negotiate(*args)
         except NegotiationRefused as refused:
             self._refuse(ctx, refused.refusal, started)
         except Exception:
             logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")
             return None
 
-    async def _publish(
-        self, record: Negotiation | None, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        if record is None:
-            return await call_next(ctx)
-        token = _current.set((record, self.negotiator))
-        try:
-            return await call_next(ctx)
-        finally:
-            _current.reset(token)
-
     def _stored(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
         state = seams.connection_state(ctx)
         record = state.get(seams.STATE_KEY) if state is not None else None
-        return record if isinstance(record, Negotiation) else None
+        return record if type(record) is Negotiation else None
 
-    def _request_record(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
+    def _negotiate_request(self, ctx: ServerRequestContext[Any, Any], era: str) -> Negotiation:
+        transport, headers = _origin(ctx)
         # Not a handshake revision: the request must carry its own envelope. (The SDK's
         # in-process dispatcher adopts whatever revision the envelope names, even "zzz".)
-        if revisions.era(ctx.protocol_version) != "legacy":
-            transport, headers = _origin(ctx)
+        if era != "legacy":
             return self.negotiator.request(
                 _raw_meta(ctx.params),
                 transport=transport,
                 headers=headers,
                 check_required=ctx.method not in _EXEMPT,
             )
-        stored = self._stored(ctx)
-        if stored is not None:
-            return stored
         # A legacy request with no handshake on this connection: stateless HTTP, where
         # every POST gets a fresh connection. What the client declared is unknown.
-        transport, headers = _origin(ctx)
         return self.negotiator.without_session(ctx.protocol_version, transport=transport, headers=headers)
 
-    async def _initialize(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        started = time.perf_counter()
+    def _handshake(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
+        """Negotiate a legacy `initialize`, and steer the SDK's answer to the agreed revision."""
         transport, headers = _origin(ctx)
-        record = self._negotiated(
-            ctx,
-            started,
-            lambda: self.negotiator.initialize(
-                ctx.params, transport=transport, headers=headers, session_id=seams.session_id(ctx)
-            ),
+        record = self.negotiator.initialize(
+            ctx.params, transport=transport, headers=headers, session_id=seams.session_id(ctx)
         )
-        if record is None or not self._steer_sdk_answer(ctx, record):
-            return await call_next(ctx)
-        result = await self._publish(record, ctx, call_next)
+        return record if self._steer_sdk_answer(ctx, record) else None
+
+    def _handshaken(
+        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, result: HandlerResult, started: float
+    ) -> None:
+        """After the SDK answered `initialize`: keep the record for the session, and trace it."""
         answered = _answered_version(result)
         if answered != record.protocol_version:
             logger.warning(
@@ -199,10 +197,7 @@ class NegotiationMiddleware:
                 record.protocol_version,
                 ", ".join(sorted(record.degraded)),
             )
-        telemetry.record_negotiation(
-            "initialize", record, self.policy, time.perf_counter() - started, session_id=record.session_id
-        )
-        return result
+        telemetry.record_negotiation("initialize", record, self.policy, time.perf_counter() - started)
 
     def _steer_sdk_answer(self, ctx: ServerRequestContext[Any, Any], record: Negotiation) -> bool:
         """Make the SDK answer, and commit, the revision the policy chose.

@@ -31,7 +31,8 @@ def connection_of(ctx: Any) -> Any | None:
 def connection_state(ctx: Any) -> MutableMapping[str, Any] | None:
     """The per-connection scratch dict, or None when the SDK no longer offers one."""
     state = getattr(connection_of(ctx), "state", None)
-    return state if isinstance(state, MutableMapping) else None
+    # `type(...) is dict` first: this runs per request, and the ABC check costs more.
+    return state if type(state) is dict or isinstance(state, MutableMapping) else None
 
 
 def session_id(ctx: Any) -> str | None:
@@ -51,7 +52,10 @@ def transport_kind(ctx: Any) -> str | None:
 
 def request_headers(ctx: Any) -> Mapping[str, str] | None:
     """HTTP request headers: the Starlette request the SDK attaches on HTTP transports."""
-    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    request = getattr(ctx, "request", None)
+    if request is None:  # off HTTP, on every request: skip the (slow) ABC check below
+        return None
+    headers = getattr(request, "headers", None)
     return headers if isinstance(headers, Mapping) else None
 
 

@@ -143,9 +143,7 @@ async def _initialize(
     _records[session] = record
     if holder.ucp is not None:
         _session_profiles[session] = session_profile_url(raw)
-    telemetry.record_negotiation(
-        "initialize", record, holder.policy, time.perf_counter() - started, session_id=None
-    )
+    telemetry.record_negotiation("initialize", record, holder.policy, time.perf_counter() - started)
     return await answer
 
 
@@ -203,7 +201,7 @@ async def _with_ucp(
         )
         if url is None:
             return record
-        agreement = await ucp.agree(url)
+        scoped = await ucp.scope(record, url)
     except UcpError as failure:
         error = failure.to_jsonrpc_error()
         _trace_refusal(
@@ -215,10 +213,7 @@ async def _with_ucp(
             transport,
         )
         raise
-    scoped = replace(record, ucp=agreement)
-    telemetry.record_negotiation(
-        "tools/call", scoped, holder.policy, time.perf_counter() - started, session_id=None
-    )
+    telemetry.record_negotiation("tools/call", scoped, holder.policy, time.perf_counter() - started)
     return scoped
 
 

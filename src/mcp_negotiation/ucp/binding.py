@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from typing import Any, Final
 
+from ..bounded import BoundedCache, IdentityCache
+from ..negotiation import Negotiation
 from .errors import INVALID_PROFILE_URL, PROFILE_UNREACHABLE, UcpError
 from .header import parse_ucp_agent, validate_profile_url
 from .negotiate import UcpAgreement, negotiate_capabilities
@@ -154,12 +156,24 @@ class UcpNegotiator:
     """Resolves platform profiles and keeps one agreement per platform profile object.
 
     Resolvers hand back the same `Profile` object while it is cached, so the agreement
-    is recomputed only when the platform's profile was fetched again.
+    is recomputed only when the platform's profile was fetched again; and a record
+    scoped to an agreement is made once per (record, agreement), so repeated calls get
+    the very same record (which telemetry recognises as a repeat).
     """
 
     def __init__(self, policy: UcpPolicy) -> None:
         self.policy = policy
-        self._agreements: dict[str, tuple[Profile, UcpAgreement]] = {}
+        self._agreements: BoundedCache[str, tuple[Profile, UcpAgreement]] = BoundedCache(_AGREEMENT_CACHE)
+        self._scoped: IdentityCache[Negotiation] = IdentityCache(_AGREEMENT_CACHE)
+
+    async def scope(self, record: Negotiation, url: str) -> Negotiation:
+        """`record` with the agreement with the platform at `url`; raises `UcpError` on failure."""
+        agreement = await self.agree(url)
+        scoped = self._scoped.get(record, agreement)
+        if scoped is None:
+            scoped = replace(record, ucp=agreement)
+            self._scoped.put(scoped, record, agreement)
+        return scoped
 
     async def agree(self, url: str) -> UcpAgreement:
         """The agreement with the platform at `url`; raises `UcpError` on any failure."""
@@ -183,7 +197,5 @@ class UcpNegotiator:
         except UcpError as failure:
             continue_url = self.policy.continue_url
             raise failure.with_continue_url(continue_url) if continue_url else failure from None
-        if len(self._agreements) >= _AGREEMENT_CACHE:
-            del self._agreements[next(iter(self._agreements))]
-        self._agreements[url] = (platform, agreement)
+        self._agreements.put(url, (platform, agreement))
         return agreement
