@@ -15,11 +15,11 @@ import inspect
 import json
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import replace
 from typing import Any, TypeVar, cast
 
 from ..errors import Refusal
 from ..negotiation import Negotiation, Negotiator, supports
+from ..ucp.binding import with_agreement
 from ..ucp.errors import INVALID_PROFILE_URL, UcpError
 from .compat import raise_refusal, tool_result
 
@@ -106,7 +106,7 @@ def _scoped_ucp(root: str) -> tuple[Negotiation, Negotiator] | _Incompatible:
     except UcpError as incompatible:
         structured = incompatible.to_tool_result()
         return _Incompatible(tool_result(structured, json.dumps(structured)))
-    return replace(entry[0], ucp=scoped), entry[1]
+    return with_agreement(entry[0], scoped), entry[1]
 
 
 def requires_ucp(root: str) -> Callable[[_F], _F]:

@@ -82,11 +82,12 @@ class NegotiationMiddleware:
             if handshake:
                 record = self._negotiated(ctx, started, self._handshake, ctx)
             else:
-                record = self._stored(ctx) if era == "legacy" else None
-                if record is None:
-                    record = self._negotiated(ctx, started, self._negotiate_request, ctx, era)
+                stored = self._stored(ctx) if era == "legacy" else None
+                record = stored or self._negotiated(ctx, started, self._negotiate_request, ctx, era)
                 if record is not None and self.ucp is not None and ctx.method == "tools/call":
-                    record = await self._with_ucp(ctx, record, self.ucp, started)
+                    # A record made for this request carries its headers; a session's, the handshake's.
+                    headers = record.headers if stored is None else _origin(ctx)[1]
+                    record = await self._with_ucp(ctx, record, self.ucp, headers, started)
                 if record is not None and (record.era == "modern" or record.ucp is not None):
                     telemetry.record_negotiation(
                         ctx.method, record, self.policy, time.perf_counter() - started
@@ -105,14 +106,19 @@ class NegotiationMiddleware:
         return result
 
     async def _with_ucp(
-        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, ucp: UcpNegotiator, started: float
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        record: Negotiation,
+        ucp: UcpNegotiator,
+        headers: Mapping[str, str],
+        started: float,
     ) -> Negotiation:
         """The record with this call's UCP agreement, when the call names a platform profile."""
         state = seams.connection_state(ctx)
         try:
             url = platform_profile_url(
                 ctx.params,
-                _origin(ctx)[1],
+                headers,
                 session_default=state.get(UCP_STATE_KEY) if state is not None else None,
                 legacy_meta=ucp.policy.legacy_meta,
             )

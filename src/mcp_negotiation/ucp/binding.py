@@ -29,6 +29,7 @@ __all__ = [
     "advertisement",
     "platform_profile_url",
     "session_profile_url",
+    "with_agreement",
 ]
 
 UCP_SESSION_KEY: Final = "dev.mcp-negotiation/ucp-profile"
@@ -152,6 +153,22 @@ def advertisement(business: Profile) -> dict[str, Any]:
     }
 
 
+_WITH_AGREEMENT: IdentityCache[Negotiation] = IdentityCache(4 * _AGREEMENT_CACHE)
+
+
+def with_agreement(record: Negotiation, agreement: UcpAgreement) -> Negotiation:
+    """`record` carrying `agreement`, made once per pair and then answered from a cache.
+
+    Copying a record costs more than the rest of a cached UCP call, and handing back the
+    very same object for a repeated pair is what lets telemetry recognise the repeat.
+    """
+    scoped = _WITH_AGREEMENT.get(record, agreement)
+    if scoped is None:
+        scoped = replace(record, ucp=agreement)
+        _WITH_AGREEMENT.put(scoped, record, agreement)
+    return scoped
+
+
 class UcpNegotiator:
     """Resolves platform profiles and keeps one agreement per platform profile object.
 
@@ -164,16 +181,10 @@ class UcpNegotiator:
     def __init__(self, policy: UcpPolicy) -> None:
         self.policy = policy
         self._agreements: BoundedCache[str, tuple[Profile, UcpAgreement]] = BoundedCache(_AGREEMENT_CACHE)
-        self._scoped: IdentityCache[Negotiation] = IdentityCache(_AGREEMENT_CACHE)
 
     async def scope(self, record: Negotiation, url: str) -> Negotiation:
         """`record` with the agreement with the platform at `url`; raises `UcpError` on failure."""
-        agreement = await self.agree(url)
-        scoped = self._scoped.get(record, agreement)
-        if scoped is None:
-            scoped = replace(record, ucp=agreement)
-            self._scoped.put(scoped, record, agreement)
-        return scoped
+        return with_agreement(record, await self.agree(url))
 
     async def agree(self, url: str) -> UcpAgreement:
         """The agreement with the platform at `url`; raises `UcpError` on any failure."""
