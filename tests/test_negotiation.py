@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from datetime import date
+from types import MappingProxyType
 from typing import Any
 
 import mcp_types._v2026_07_28 as v2026
@@ -578,6 +579,28 @@ def test_large_envelopes_are_negotiated_but_not_cached() -> None:
     second = ng.request(envelope(caps=caps))
     assert first == second
     assert first is not second
+    assert not ng._modern_cache
+
+
+def test_the_cache_tells_apart_what_json_tells_apart() -> None:
+    ng = Negotiator(Policy())
+    records = [
+        ng.request(envelope(caps={"experimental": {"x": value}}))
+        for value in (1, True, 1.0, "1", [1], None, {"1": 1})
+    ]
+    assert len({id(r) for r in records}) == len(records)
+    values = [negotiation.thaw(r.client_capabilities)["experimental"]["x"] for r in records]
+    assert values == [1, True, 1.0, "1", [1], None, {"1": 1}]
+    assert [type(v) for v in values] == [int, bool, float, str, list, type(None), dict]
+    assert ng.request(envelope(caps={"experimental": {"x": True}})) is records[1]
+
+
+def test_mappings_that_are_not_dicts_are_negotiated_but_not_cached() -> None:
+    caps = MappingProxyType({"sampling": MappingProxyType({})})
+    ng = Negotiator(Policy())
+    first = ng.request(envelope(caps=caps))
+    assert first.supports("sampling")
+    assert ng.request(envelope(caps=caps)) is not first
     assert not ng._modern_cache
 
 

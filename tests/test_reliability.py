@@ -283,7 +283,7 @@ def test_modern_cache_stays_bounded() -> None:
     assert len(negotiator._modern_cache) <= 1_024
     big = _envelope({"experimental": {f"k{i}": {"v": "x" * 100} for i in range(700)}})
     negotiator.request(big)  # over 64 KiB of text: negotiated, never cached
-    assert all(len(key[3]) < 70_000 for key in negotiator._modern_cache)
+    assert all(len(key[2]) < 70_000 for key in negotiator._modern_cache)
 
 
 def test_profile_and_header_work_stops_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 __all__ = ["Budget", "NotFreezable", "freeze", "thaw"]
+
+_MAX_INT_BITS: Final = 1_024
+"""Wider integers are refused: no peer sends one, and printing one can fail."""
 
 
 class NotFreezable(ValueError):
@@ -43,6 +46,9 @@ def freeze(
         if max_string is not None and len(value) > max_string:
             raise NotFreezable(f"holds a string longer than {max_string} characters")
         return value
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+        # Not something JSON carries between peers, and past 4,300 digits Python cannot print it.
+        raise NotFreezable(f"holds an integer wider than {_MAX_INT_BITS} bits")
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, Mapping):

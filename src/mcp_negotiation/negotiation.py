@@ -8,6 +8,7 @@ problem becomes a `Refusal` with the specification's code. The SDK adapter calls
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -60,7 +61,9 @@ _DATE_RECHECK_SECONDS: Final = 60.0
 """How often an unpinned clock is read again: `date.today()` costs a microsecond, too
 much for every request, and a deprecation closing a minute late harms no one."""
 _MAX_CACHED_ENVELOPE: Final = 65_536
-"""Envelopes whose text is longer than this are negotiated but not cached (bounded memory)."""
+"""Envelopes whose encoding is longer than this are negotiated but not cached (bounded memory)."""
+_MARSHAL_VERSION: Final = 2
+"""The newest marshal format without back-references: the same values, the same bytes."""
 
 Transport = Literal["stdio", "http", "memory", "unknown"]
 Outcome = Literal["accepted", "counter_offered"]
@@ -440,20 +443,22 @@ class Negotiator:
         version = meta.get(PROTOCOL_VERSION_KEY)
         caps = meta.get(CLIENT_CAPABILITIES_KEY)
         info = meta.get(CLIENT_INFO_KEY)
-        try:
-            text = (repr(version), repr(caps), repr(info))
-        except RecursionError:
-            raise _invalid("_meta is nested too deeply") from None
-        except ValueError:  # e.g. an integer too long to print: not JSON a client can send
-            raise _invalid("_meta holds a value that cannot be read") from None
         withdrawn = self.withdrawn
-        key = (transport, withdrawn, *text, *headers.items())
-        cached = self._modern_cache.get(key)
-        if cached is None:
-            cached = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
-            if sum(map(len, text)) <= _MAX_CACHED_ENVELOPE:
-                self._modern_cache.put(key, cached)
-        return self._check_required(cached) if check_required else cached
+        try:
+            # A faithful encoding of JSON values at C speed (a third of `repr`'s cost):
+            # equal bytes mean equal envelopes; equal envelopes in another key order merely miss.
+            text = marshal.dumps((version, caps, info), _MARSHAL_VERSION)
+        except ValueError:  # not plain JSON values, or nested past marshal's depth: not cached
+            record = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
+        else:
+            key = (transport, withdrawn, text, *headers.items())
+            cached = self._modern_cache.get(key)
+            if cached is None:
+                cached = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
+                if len(text) <= _MAX_CACHED_ENVELOPE:
+                    self._modern_cache.put(key, cached)
+            record = cached
+        return self._check_required(record) if check_required else record
 
     def _negotiate_envelope(
         self,
