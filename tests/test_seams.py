@@ -50,7 +50,7 @@ def test_mcpserver_middleware_list_starts_with_opentelemetry() -> None:
     assert isinstance(chain, list)
     assert chain is server.middleware is server._lowlevel_server.middleware
     assert isinstance(chain[0], _otel())
-    assert seams.otel_position(chain) == 1
+    assert seams.span_opener_position(chain) == 1
     assert isinstance(seams.lowlevel_server(server), Server)
 
 
@@ -79,14 +79,27 @@ def test_fastmcp_server_exposes_the_sdk_chain() -> None:
     chain = seams.middleware_list(server)
     assert chain is inner.middleware
     assert callable(getattr(inner, "streamable_http_app", None))
-    # FastMCP replaces the SDK's OpenTelemetry middleware with its own (which makes its
-    # own spans): ours then goes first, once, and FastMCP's chain stays behind it.
+    # FastMCP replaces the SDK's OpenTelemetry middleware with its own span opener: ours
+    # goes right behind it, once, and FastMCP's chain keeps its order.
     before = list(chain)
-    position = seams.otel_position(chain)
+    (opener,) = [m for m in chain if type(m).__name__ == "FastMCPServerMiddleware"]
+    negotiate(server)
     negotiate(server)
     assert [type(m) for m in chain if isinstance(m, NegotiationMiddleware)] == [NegotiationMiddleware]
-    assert isinstance(chain[position], NegotiationMiddleware)
+    assert isinstance(chain[chain.index(opener) + 1], NegotiationMiddleware)
     assert [m for m in chain if not isinstance(m, NegotiationMiddleware)] == before
+
+
+def test_place_moves_an_item_behind_the_span_opener_and_reports_it() -> None:
+    otel = _otel()()
+    ours, other = object(), object()
+    chain: list[object] = [ours, otel, other]
+    assert seams.place(chain, ours)
+    assert chain == [otel, ours, other]
+    assert not seams.place(chain, ours)  # already there: nothing moves
+    empty: list[object] = []
+    assert seams.place(empty, ours)
+    assert empty == [ours]
 
 
 @pytest.mark.parametrize(("module_name", "imported_by_us"), install._STDIO_SITES)

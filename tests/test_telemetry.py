@@ -927,3 +927,51 @@ async def test_an_app_mounted_in_the_users_starlette_app_is_traced_once(spans: I
         response = await _post_raw(url + "/", "zzz")
     assert response.json()["error"]["code"] == -32022
     assert len(_refused(spans.get_finished_spans())) == 1
+
+
+# --- FastMCP: it replaces the SDK's span opener with its own ------------------------------
+
+
+def _fastmcp_server(install: str) -> Any:
+    from fastmcp import FastMCP
+
+    from mcp_negotiation import instrument, negotiate, uninstrument
+
+    if install == "negotiate":
+        server = negotiate(FastMCP("traced"))
+    else:
+        instrument(Policy())
+        try:
+            server = FastMCP("traced")
+        finally:
+            uninstrument()
+
+    @server.tool()
+    def echo(x: int) -> int:
+        return x
+
+    return server
+
+
+@pytest.mark.parametrize("install", ["negotiate", "instrument"])
+async def test_fastmcp_spans_sit_under_fastmcps_server_spans(
+    spans: InMemorySpanExporter, install: str
+) -> None:
+    from fastmcp import Client as FastMCPClient
+
+    server = _fastmcp_server(install)
+    async with FastMCPClient(server) as client:
+        for _ in range(3):
+            await client.call_tool("echo", {"x": 1})
+    finished = spans.get_finished_spans()
+    server_spans = {s.context.span_id: s for s in finished if s.kind is SpanKind.SERVER}
+    ours = named(finished, SPAN_NAME)
+    assert ours
+    if install == "negotiate":
+        (span,) = ours
+        _assert_is_child_of_server_span(span, finished)
+    # Every repeat's link sits on a SERVER span (never on the client's span) and points at ours.
+    links = [(s, link) for s in finished for link in s.links]
+    assert len(links) >= 3
+    assert all(holder.context.span_id in server_spans for holder, _ in links)
+    assert {link.context.span_id for _, link in links} <= {s.context.span_id for s in ours}

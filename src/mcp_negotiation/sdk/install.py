@@ -60,8 +60,8 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     if existing is not None:
         existing.configure(policy)
     else:
-        existing = NegotiationMiddleware(policy)
-        chain.insert(seams.otel_position(chain), existing)
+        existing = NegotiationMiddleware(policy, owner=server)
+    seams.place(chain, existing)
     _wrap_http_app(seams.lowlevel_server(server) or server, existing)
     _watch_stdio()
     return server

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Final, NoReturn
 
@@ -56,8 +57,13 @@ def _raw_meta(params: Mapping[str, Any] | None) -> Any:
 class NegotiationMiddleware:
     """`ServerMiddleware` placing a `Negotiation` on every request of a wrapped server."""
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, *, owner: Any = None) -> None:
         self.configure(policy)
+        # The server whose chain holds us. A FastMCP server built under `instrument()` gets
+        # us from the SDK's constructor, before FastMCP swaps in its own span opener; the
+        # first request then moves us behind it (`_settle`).
+        self._owner = weakref.ref(owner) if owner is not None else None
+        self._settled = owner is None
 
     def configure(self, policy: Policy) -> None:
         """Switch to another policy (used when `negotiate` is applied again)."""
@@ -69,6 +75,8 @@ class NegotiationMiddleware:
         # This runs on every message a server receives, so it is written for the common
         # case (a modern request whose envelope was negotiated before, or a legacy request
         # of a session): few calls, no extra coroutine, nothing that case does not need.
+        if not self._settled:
+            self._settle()
         started = time.perf_counter()
         handshake = False
         if ctx.request_id is None:
@@ -104,6 +112,14 @@ class NegotiationMiddleware:
         elif ctx.method == "server/discover":
             self._advertise(result, "extensions")
         return result
+
+    def _settle(self) -> None:
+        """Once: make sure we sit right after the server's span opener (see `__init__`)."""
+        self._settled = True
+        owner = self._owner() if self._owner is not None else None
+        chain = seams.middleware_list(owner) if owner is not None else None
+        if chain is not None and any(item is self for item in chain) and seams.place(chain, self):
+            logger.info("mcp_negotiation: moved behind the server's span opener from the next request on")
 
     async def _with_ucp(
         self,

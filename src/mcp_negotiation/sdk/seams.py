@@ -101,13 +101,35 @@ def lowlevel_server(server: Any) -> Any | None:
     return None
 
 
-def otel_position(chain: list[Any]) -> int:
-    """Where our middleware goes: right after the SDK's OpenTelemetry middleware."""
+def span_opener_position(chain: list[Any]) -> int:
+    """Where our middleware goes: right after the one that opens the request's SERVER span.
+
+    That is the SDK's OpenTelemetry middleware, or FastMCP's `FastMCPServerMiddleware`,
+    which removes the SDK's and opens its own. Inside it, our span is the request span's
+    child and repeats link from the right span; before it, they would land on whatever
+    span the caller had open (with the in-memory transport, the client's own span).
+    """
     try:
         from mcp.server._otel import OpenTelemetryMiddleware
     except ImportError:  # pragma: no cover
-        return 0
+        OpenTelemetryMiddleware = ()  # type: ignore[assignment,misc]
+    position = 0
     for index, item in enumerate(chain):
-        if isinstance(item, OpenTelemetryMiddleware):
-            return index + 1
-    return 0
+        kind = type(item)
+        if isinstance(item, OpenTelemetryMiddleware) or (
+            kind.__name__ == "FastMCPServerMiddleware" and kind.__module__.startswith("fastmcp.")
+        ):
+            position = index + 1
+    return position
+
+
+def place(chain: list[Any], item: Any) -> bool:
+    """Put `item` right after the span opener in `chain`; True when it moved (or arrived)."""
+    present = [index for index, candidate in enumerate(chain) if candidate is item]
+    rest = [candidate for candidate in chain if candidate is not item]
+    wanted = span_opener_position(rest)
+    if present == [wanted]:
+        return False
+    chain[:] = rest
+    chain.insert(wanted, item)
+    return True
