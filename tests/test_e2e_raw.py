@@ -79,6 +79,7 @@ def _call(meta: Any) -> dict[str, Any]:
     [
         ("tools/call", _call({**GOOD, "io.modelcontextprotocol/clientCapabilities": "nope"}), -32602),
         ("tools/call", _call({**GOOD, "io.modelcontextprotocol/protocolVersion": "zzz"}), -32022),
+        ("tools/call", _call({**GOOD, "io.modelcontextprotocol/protocolVersion": "2025-11-25"}), -32022),
         (
             "tools/call",
             _call({**GOOD, "io.modelcontextprotocol/clientInfo": ["not", "an", "object"]}),
@@ -86,7 +87,13 @@ def _call(meta: Any) -> dict[str, Any]:
         ),
         ("resources/subscribe", {"uri": "file:///x", "_meta": GOOD}, -32601),
     ],
-    ids=["capabilities-not-object", "unknown-revision", "client-info-not-object", "legacy-only-method"],
+    ids=[
+        "capabilities-not-object",
+        "unknown-revision",
+        "handshake-revision-in-an-envelope",
+        "client-info-not-object",
+        "legacy-only-method",
+    ],
 )
 async def test_bad_modern_request_is_refused_then_the_next_served(
     kind: str, method: str, params: dict[str, Any], code: int

@@ -415,13 +415,6 @@ def _check_modern_answer(kind: str, meta: Any, answer: dict[str, Any]) -> None:
         assert code in allowed, answer
         return
     record = answer["result"]["structuredContent"]
-    if revisions.era(meta[PROTOCOL_VERSION_KEY]) == "legacy":
-        # The SDK's direct dispatcher adopts a handshake revision named in an envelope: the
-        # request is then a legacy one with no handshake behind it, capabilities unknown.
-        assert record["era"] == "legacy", record
-        assert record["capabilities_known"] is False
-        assert record["protocol_version"] == record["sdk_protocol_version"] == meta[PROTOCOL_VERSION_KEY]
-        return
     assert core is None, f"served an envelope the core refuses with {core}"
     assert record["era"] == "modern"
     assert record["protocol_version"] == meta[PROTOCOL_VERSION_KEY]

@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from .. import revisions, telemetry
 from ..errors import NegotiationRefused, Refusal
-from ..negotiation import Negotiation, Negotiator, Policy, Transport
+from ..negotiation import PROTOCOL_VERSION_KEY, Negotiation, Negotiator, Policy, Transport
 from ..ucp.binding import (
     UCP_EXTENSION_ID,
     UcpNegotiator,
@@ -174,11 +174,18 @@ class NegotiationMiddleware:
 
     def _negotiate_request(self, ctx: ServerRequestContext[Any, Any], era: str) -> Negotiation:
         transport, headers = _origin(ctx)
-        # Not a handshake revision: the request must carry its own envelope. (The SDK's
-        # in-process dispatcher adopts whatever revision the envelope names, even "zzz".)
-        if era != "legacy":
+        meta = _raw_meta(ctx.params)
+        # Not a handshake revision: the request must carry its own envelope. The SDK's
+        # in-process dispatcher adopts whatever revision an envelope names, "zzz" or a
+        # handshake one, so there an envelope is negotiated as one (a handshake revision
+        # in it is -32022, as the SDK itself answers on every other path).
+        if era != "legacy" or (
+            isinstance(meta, Mapping)
+            and PROTOCOL_VERSION_KEY in meta
+            and seams.transport_kind(ctx) == seams.DIRECT_KIND
+        ):
             return self.negotiator.request(
-                _raw_meta(ctx.params),
+                meta,
                 transport=transport,
                 headers=headers,
                 check_required=ctx.method not in _EXEMPT,
