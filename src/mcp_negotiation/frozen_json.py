@@ -9,12 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
-__all__ = ["Budget", "NotFreezable", "freeze", "thaw"]
+__all__ = ["Budget", "NotFreezable", "freeze", "is_object", "thaw"]
 
 _MAX_INT_BITS: Final = 1_024
 """Wider integers are refused: no peer sends one, and printing one can fail."""
+
+
+def is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """Whether a JSON value is an object (any `Mapping`).
+
+    Asks `type(...) is dict` first: on every request's path the values are plain dicts,
+    and an ABC `isinstance` check costs more than the lookup that follows it.
+    """
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
 class NotFreezable(ValueError):

@@ -25,7 +25,7 @@ from .errors import (
     NegotiationRefused,
     Refusal,
 )
-from .frozen_json import Budget, NotFreezable, freeze, thaw
+from .frozen_json import Budget, NotFreezable, freeze, is_object, thaw
 from .revisions import FEATURES, Era
 
 __all__ = [
@@ -438,7 +438,7 @@ class Negotiator:
         check_required: bool = True,
     ) -> Negotiation:
         """Negotiate one modern request from its `_meta` envelope (cached by content)."""
-        if type(meta) is not dict and not isinstance(meta, Mapping):  # dict first: the ABC check is slow
+        if not is_object(meta):
             raise _invalid("_meta must be an object carrying the protocol envelope")
         version = meta.get(PROTOCOL_VERSION_KEY)
         caps = meta.get(CLIENT_CAPABILITIES_KEY)

@@ -210,8 +210,17 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
     try:
         if not policy.trace_every_request:
             known = _traced.get(record)
-            if known is not None and _repeat(*known):
-                return
+            if known is not None:
+                context, labels = known
+                parent = trace.get_current_span()
+                if not parent.is_recording():
+                    _count(labels)
+                    return
+                if context is not None:
+                    parent.add_link(context)
+                    _count(labels)
+                    return
+                # First seen while nothing recorded, so there is nothing to link to: trace it now.
         labels = _metric_labels(record.era, record.protocol_version, record.outcome)
         context = _emit(
             lambda: span_attributes(method, record, policy, record.session_id),
@@ -224,17 +233,6 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
             _traced.put((context, labels), record)
     except Exception:
         logger.exception("mcp_negotiation: telemetry failed (ignored)")
-
-
-def _repeat(context: SpanContext | None, labels: Labels) -> bool:
-    """Count a repeat and link the current span to its negotiation; False to trace it in full."""
-    parent = trace.get_current_span()
-    if parent.is_recording():
-        if context is None:  # first seen while nothing recorded: there is nothing to link to
-            return False
-        parent.add_link(context)
-    _count(labels)
-    return True
 
 
 def record_refusal(

@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from .. import revisions, telemetry
 from ..errors import NegotiationRefused, Refusal
+from ..frozen_json import is_object
 from ..negotiation import PROTOCOL_VERSION_KEY, Negotiation, Negotiator, Policy, Transport
 from ..ucp.binding import (
     UCP_EXTENSION_ID,
@@ -50,8 +51,7 @@ def _origin(ctx: Any) -> tuple[Transport, Mapping[str, str]]:
 
 
 def _raw_meta(params: Mapping[str, Any] | None) -> Any:
-    # `type(...) is dict` first: an ABC isinstance check costs more than the lookup itself.
-    return params.get("_meta") if type(params) is dict or isinstance(params, Mapping) else None
+    return params.get("_meta") if is_object(params) else None
 
 
 class NegotiationMiddleware:
@@ -180,7 +180,7 @@ class NegotiationMiddleware:
         # handshake one, so there an envelope is negotiated as one (a handshake revision
         # in it is -32022, as the SDK itself answers on every other path).
         if era != "legacy" or (
-            isinstance(meta, Mapping)
+            is_object(meta)
             and PROTOCOL_VERSION_KEY in meta
             and seams.transport_kind(ctx) == seams.DIRECT_KIND
         ):

@@ -28,7 +28,7 @@ on_stdio: ContextVar[bool] = ContextVar("mcp_negotiation.on_stdio", default=Fals
 
 def origin(headers: Any, *, http: bool = False) -> tuple[Transport, Mapping[str, str]]:
     """The transport of a message with these HTTP `headers` (None off HTTP), and the kept ones."""
-    if isinstance(headers, Mapping):
+    if headers is not None and isinstance(headers, Mapping):  # None (off HTTP) skips the ABC check
         kept = {name: headers[name] for name in RELEVANT_HEADERS if name in headers}
         return "http", MappingProxyType(kept) if kept else NO_HEADERS
     if http:

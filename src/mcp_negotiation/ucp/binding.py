@@ -14,6 +14,7 @@ from os import PathLike
 from typing import Any, Final
 
 from ..bounded import BoundedCache, IdentityCache
+from ..frozen_json import is_object
 from ..negotiation import Negotiation
 from .errors import INVALID_PROFILE_URL, PROFILE_UNREACHABLE, UcpError
 from .header import parse_ucp_agent, validate_profile_url
@@ -79,7 +80,7 @@ class UcpPolicy:
 
 
 def _profile_in(value: Any) -> str | None:
-    profile = value.get("profile") if isinstance(value, Mapping) else None
+    profile = value.get("profile") if is_object(value) else None
     return validate_profile_url(profile) if profile is not None else None
 
 
@@ -99,10 +100,10 @@ def platform_profile_url(
        from `initialize` (this project's extension for stdio).
     None when the call names no platform at all.
     """
-    params = params if isinstance(params, Mapping) else {}
+    params = params if is_object(params) else {}
     arguments = params.get("arguments")
-    meta = arguments.get("meta") if isinstance(arguments, Mapping) else None
-    from_arguments = _profile_in(meta.get("ucp-agent")) if isinstance(meta, Mapping) else None
+    meta = arguments.get("meta") if is_object(arguments) else None
+    from_arguments = _profile_in(meta.get("ucp-agent")) if is_object(meta) else None
     header = headers.get("ucp-agent")
     from_header = parse_ucp_agent(header) if header is not None else None
     if from_arguments and from_header and from_arguments != from_header:
@@ -110,7 +111,7 @@ def platform_profile_url(
     if from_arguments or from_header:
         return from_arguments or from_header
     request_meta = params.get("_meta")
-    if isinstance(request_meta, Mapping):
+    if is_object(request_meta):
         if legacy_meta and (legacy := _profile_in(request_meta.get("ucp"))):
             return legacy
         extension = request_meta.get(UCP_SESSION_KEY)
