@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/run.py            # everything; writes benchmarks/RESULTS.md
     .venv/bin/python benchmarks/run.py --quick    # a smoke run (few rounds); writes nothing unless --output
 
-Three parts, all in one process and one run:
+Three parts, in one run (HTTP servers in processes of their own, everything else in this one):
 
 1. Overhead: `tools/call` round trips through the SDK's own `mcp.Client`, against a
    server with a trivial tool, once plain and once wrapped by `negotiate()`. Paths:
@@ -35,6 +35,7 @@ import platform
 import random
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -66,6 +67,7 @@ MODERN = "2026-07-28"
 V = "2026-04-08"
 TARGET_RATIO = 0.98
 TARGET_CACHED_US = 5.0
+HTTP_ROUND_FACTOR = 4
 
 # --------------------------------------------------------------------------------------
 # Servers: the same tool with and without the library
@@ -106,6 +108,9 @@ def empty_middleware_server(wrapped: bool) -> MCPServer:
     return server
 
 
+SERVERS: dict[str, Callable[[bool], MCPServer]] = {}
+"""Server factories by name, for `--serve` (filled below, once every factory exists)."""
+
 PLATFORMS = {
     "https://platform-a.example/profile.json": {
         "ucp": {
@@ -141,21 +146,63 @@ def ucp_server(wrapped: bool) -> MCPServer:
     return server
 
 
+SERVERS.update({f.__name__: f for f in (plain_server, ucp_server)})
+
+
 @contextmanager
-def serve_http(app: Any) -> Iterator[str]:
-    """uvicorn on 127.0.0.1 in a thread, socket bound before it starts (as tests/harness.py)."""
+def serve_http(factory: Callable[[bool], MCPServer], wrapped: bool, otel: bool) -> Iterator[tuple[str, int]]:
+    """uvicorn on 127.0.0.1 in a process of its own (this script with `--serve`): the URL and pid.
+
+    In a thread of this process the server would share the client's GIL, and the ratio
+    would measure thread hand-offs (each socket write may wait a switch interval) more
+    than the library.
+    """
+    command = [sys.executable, str(Path(__file__).resolve()), "--serve", factory.__name__]
+    command += ["--wrapped"] * wrapped + ["--otel"] * otel
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
+        line = child.stdout.readline()
+        if not line.startswith("port "):
+            raise RuntimeError(f"the {factory.__name__} server did not start (exit {child.poll()})")
+        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp", child.pid
+    finally:
+        child.stdin.close()  # the server's cue to shut down
+        code = child.wait(timeout=60)
+    if code != 0:
+        reason = " (its OpenTelemetry SDK recorded nothing)" if code == 3 else ""
+        raise RuntimeError(f"the {factory.__name__} server exited with {code}{reason}")
+
+
+def serve_main(name: str, wrapped: bool, otel: bool) -> None:
+    """The `--serve` side of `serve_http`: print the port, serve until stdin closes."""
+    logging.disable(logging.INFO)
+    discard = configure_otel() if otel else None
+    app = SERVERS[name](wrapped).streamable_http_app()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    finally:
+
+    def stop_at_end_of_input() -> None:
+        sys.stdin.read()
         server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+
+    threading.Thread(target=stop_at_end_of_input, daemon=True).start()
+    print(f"port {sock.getsockname()[1]}", flush=True)
+    server.run(sockets=[sock])
+    if discard is not None and discard.exported == 0:
+        sys.exit(3)
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, from /proc; NaN where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --------------------------------------------------------------------------------------
@@ -234,15 +281,15 @@ class Overhead:
 
 
 @asynccontextmanager
-async def _client(path: BenchPath, wrapped: bool) -> AsyncIterator[Client]:
-    server = path.factory(wrapped)
+async def _client(path: BenchPath, wrapped: bool, otel: bool) -> AsyncIterator[tuple[Client, int | None]]:
+    """A client of the path's server, and the server's pid when it runs in its own process."""
     if path.transport == "memory":
-        async with Client(server, mode=path.mode) as client:
-            yield client
+        async with Client(path.factory(wrapped), mode=path.mode) as client:
+            yield client, None
         return
-    with serve_http(server.streamable_http_app()) as url:
+    with serve_http(path.factory, wrapped, otel) as (url, pid):
         async with Client(url, mode=path.mode) as client:
-            yield client
+            yield client, pid
 
 
 async def _call(client: Client, path: BenchPath) -> tuple[float, float]:
@@ -258,7 +305,10 @@ async def _call(client: Client, path: BenchPath) -> tuple[float, float]:
 async def measure_overhead(path: BenchPath, otel: bool, rounds: int, round_seconds: float) -> Overhead:
     """`rounds` rounds of `calls` pairs; each pair is one call to each server, in random
     order, so whatever else the machine does in a given millisecond slows both alike."""
-    async with _client(path, False) as plain, _client(path, True) as wrapped:
+    async with (
+        _client(path, False, otel) as (plain, plain_pid),
+        _client(path, True, otel) as (wrapped, wrapped_pid),
+    ):
         for _ in range(30):  # warm-up: imports, caches, the client's tools/list
             await _call(plain, path)
             await _call(wrapped, path)
@@ -269,12 +319,17 @@ async def measure_overhead(path: BenchPath, otel: bool, rounds: int, round_secon
         for _ in range(rounds):
             time_plain = [0.0, 0.0]
             time_wrapped = [0.0, 0.0]
+            servers_cpu = [process_cpu(pid) for pid in (plain_pid, wrapped_pid) if pid is not None]
             for _ in range(calls):
                 pair = ((plain, time_plain), (wrapped, time_wrapped))
                 for client, spent in pair if order.random() < 0.5 else pair[::-1]:
                     wall, cpu = await _call(client, path)
                     spent[0] += wall
                     spent[1] += cpu
+            if plain_pid is not None and wrapped_pid is not None:
+                # A server in its own process: its CPU time, not this (client) process's.
+                time_plain[1] = process_cpu(plain_pid) - servers_cpu[0]
+                time_wrapped[1] = process_cpu(wrapped_pid) - servers_cpu[1]
             result.plain.append(calls / time_plain[0])
             result.wrapped.append(calls / time_wrapped[0])
             result.plain_cpu.append(calls / max(time_plain[1], 1e-9))
@@ -603,7 +658,8 @@ def render(
             "makes *calls* pairs of round trips, one to each server in a random order; calls/s are",
             f"medians over the rounds, *ratio* is the median of the {rounds} per-round",
             "ratios (wrapped / unwrapped, wall clock), *range* their minimum and maximum, and *CPU ratio*",
-            "the same median computed from this process's CPU time (less sensitive to other load).",
+            "the same median computed from CPU time (less sensitive to other load): this process's for",
+            "in-memory rows, the two server processes' for HTTP rows.",
             "",
             "| Path | OTel SDK | calls | unwrapped calls/s | wrapped calls/s | ratio | range | CPU ratio"
             " | ≥ 0.98? |",
@@ -684,10 +740,13 @@ def render(
         "  library, answering the same document.",
         '- Client: the SDK\'s `mcp.Client`; in-memory legacy is `Client(server, mode="legacy")`',
         '  (JSON-RPC over memory streams), in-memory modern `Client(server, mode="2026-07-28")` (the',
-        "  SDK's direct dispatcher); HTTP is uvicorn on 127.0.0.1 in a thread of the same process,",
-        "  stateful for legacy.",
+        "  SDK's direct dispatcher); HTTP is uvicorn on 127.0.0.1 in a process of its own per server",
+        "  (`run.py --serve`, so a server does not share the client's GIL),",
+        f"  stateful for legacy. HTTP rounds last {HTTP_ROUND_FACTOR} times longer than in-memory ones",
+        "  (a round trip there is ~15 times slower), so each round still holds a few hundred calls.",
         "- With the OpenTelemetry SDK: `TracerProvider` with a `SimpleSpanProcessor` and an exporter",
-        "  that discards, `MeterProvider` with an `InMemoryMetricReader`. The SDK's own spans are",
+        "  that discards, `MeterProvider` with an `InMemoryMetricReader` (in the server processes too,",
+        "  which fail the run if theirs recorded nothing). The SDK's own spans are",
         "  recorded for both variants; the wrapped one adds what the next point describes.",
         "- The *reference* rows are controls, not the library: *A/A* puts the plain server against",
         "  itself (what the method reads when nothing differs); *an empty SDK middleware* adds a",
@@ -740,7 +799,9 @@ async def main_async(args: argparse.Namespace) -> str:
                     continue
                 if otel not in path.otel:
                     continue
-                o = await measure_overhead(path, otel, args.rounds, args.round_seconds)
+                # An HTTP round trip is ~15x an in-memory one: longer rounds keep the count per round up.
+                seconds = args.round_seconds * (HTTP_ROUND_FACTOR if path.transport == "http" else 1)
+                o = await measure_overhead(path, otel, args.rounds, seconds)
                 overhead.append(o)
                 print(
                     f"{path.name:34s} otel={otel!s:5s} ratio {statistics.median(o.ratios()):.3f} "
@@ -772,7 +833,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, default=10_000, help="legacy sessions opened and closed")
     parser.add_argument("--window", type=int, default=1_000, help="sessions per traced window")
     parser.add_argument("--idle-sessions", type=int, default=200, help="idle sessions held open at once")
+    parser.add_argument("--serve", choices=sorted(SERVERS), help=argparse.SUPPRESS)
+    parser.add_argument("--wrapped", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--otel", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve:
+        serve_main(args.serve, args.wrapped, args.otel)
+        return
     if args.quick:
         args.rounds, args.round_seconds, args.repeat, args.min_seconds = 3, 0.05, 3, 0.02
         args.sessions, args.window, args.idle_sessions = 300, 100, 20
