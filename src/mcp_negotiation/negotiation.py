@@ -338,8 +338,9 @@ class Negotiator:
     @property
     def withdrawn(self) -> frozenset[str]:
         """Features no client gets now: closed deprecations and the policy's `withhold`."""
-        if not self._clock_pinned and monotonic() - self._date_checked_at >= _DATE_RECHECK_SECONDS:
-            self._date_checked_at = monotonic()
+        now = monotonic()
+        if not self._clock_pinned and now - self._date_checked_at >= _DATE_RECHECK_SECONDS:
+            self._date_checked_at = now
             today = date.today()
             if today != self._withdrawn_on:
                 self._withdrawn = self.policy.withdrawn()
