@@ -10,16 +10,22 @@ from __future__ import annotations
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
+import pytest
 import uvicorn
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.runner import modern_on_request
+from mcp.shared.direct_dispatcher import create_direct_dispatcher_pair
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -107,7 +113,60 @@ async def open_streams(kind: str, target: Any) -> AsyncIterator[Any]:
             yield streams
 
 
+Send = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Sends one raw request (method, params) and answers the raw result."""
+
+
+async def _no_notifications(*args: Any) -> None:
+    return None
+
+
+@asynccontextmanager
+async def direct_connection(server: Any) -> AsyncIterator[Send]:
+    """Raw modern requests to an MCPServer over the SDK's in-process direct dispatcher.
+
+    Unlike `mcp.Client`, nothing replaces the `_meta` envelope a test sends.
+    """
+    lowlevel = server._lowlevel_server
+    client, peer = create_direct_dispatcher_pair(raise_handler_exceptions=False)
+    async with lowlevel.lifespan(lowlevel) as state, anyio.create_task_group() as tg:
+        await tg.start(peer.run, modern_on_request(lowlevel, state), _no_notifications)
+        await tg.start(client.run, _no_notifications, _no_notifications)
+
+        async def send(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            return await client.send_raw_request(method, params)
+
+        yield send
+        client.close()
+        peer.close()
+
+
 def structured(result: types.CallToolResult) -> dict[str, Any]:
     assert not result.is_error, result.content
     assert isinstance(result.structured_content, dict)
     return result.structured_content
+
+
+@dataclass
+class FakeClock:
+    """The date and monotonic seconds the negotiator reads, set by the test."""
+
+    today: date
+    seconds: float = 1_000.0
+
+
+def fake_clock(monkeypatch: pytest.MonkeyPatch, today: date) -> FakeClock:
+    """Make the negotiator's calendar and its re-read timer the returned clock's."""
+    from mcp_negotiation import negotiation, revisions
+
+    clock = FakeClock(today)
+
+    class FakeDate(date):
+        @classmethod
+        def today(cls) -> FakeDate:
+            return cls.fromordinal(clock.today.toordinal())
+
+    monkeypatch.setattr(revisions, "date", FakeDate)
+    monkeypatch.setattr(negotiation, "date", FakeDate)
+    monkeypatch.setattr(negotiation, "monotonic", lambda: clock.seconds)
+    return clock

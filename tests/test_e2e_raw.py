@@ -6,19 +6,16 @@ JSON-RPC error, and the next well-formed request on the same connection is serve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import pytest
 from mcp.client.session import ClientSession
-from mcp.server.runner import modern_on_request
-from mcp.shared.direct_dispatcher import create_direct_dispatcher_pair
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
-from harness import RawRequest, demo_params, open_streams
+from harness import RawRequest, Send, demo_params, direct_connection, open_streams
 from mcp_negotiation.demo import build
 
 pytestmark = pytest.mark.anyio
@@ -35,29 +32,12 @@ class AnyResult(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-Send = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
-
-
-async def _no_notifications(*args: Any) -> None:
-    return None
-
-
 @asynccontextmanager
 async def connection(kind: str) -> AsyncIterator[Send]:
     """A way to send raw requests to the demo server over `kind`."""
     if kind == "direct":
-        server = build()._lowlevel_server
-        client, peer = create_direct_dispatcher_pair(raise_handler_exceptions=False)
-        async with server.lifespan(server) as state, anyio.create_task_group() as tg:
-            await tg.start(peer.run, modern_on_request(server, state), _no_notifications)
-            await tg.start(client.run, _no_notifications, _no_notifications)
-
-            async def send_direct(method: str, params: dict[str, Any]) -> dict[str, Any]:
-                return await client.send_raw_request(method, params)
-
+        async with direct_connection(build()) as send_direct:
             yield send_direct
-            client.close()
-            peer.close()
         return
     target = build() if kind == "memory" else demo_params()
     async with open_streams(kind, target) as streams, ClientSession(streams[0], streams[1]) as session:

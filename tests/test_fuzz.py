@@ -31,13 +31,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from mcp.client._memory import InMemoryTransport
 from mcp.server.mcpserver import MCPServer
-from mcp.server.runner import modern_on_request
-from mcp.shared.direct_dispatcher import create_direct_dispatcher_pair
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
 
-from harness import serve_http
+from harness import direct_connection, serve_http
 from mcp_negotiation import Policy, revisions
 from mcp_negotiation.demo import build as build_demo
 from mcp_negotiation.errors import NegotiationRefused
@@ -275,28 +273,18 @@ async def modern_memory(server: MCPServer) -> AsyncIterator[RawClient]:
         yield client
 
 
-async def _no_notifications(*args: Any) -> None:
-    return None
-
-
 @asynccontextmanager
 async def direct(server: MCPServer) -> AsyncIterator[Send]:
     """The SDK's in-process modern path: no JSON-RPC framing, no validation ladder."""
-    lowlevel = server._lowlevel_server
-    client, peer = create_direct_dispatcher_pair(raise_handler_exceptions=False)
-    async with lowlevel.lifespan(lowlevel) as state, anyio.create_task_group() as tg:
-        await tg.start(peer.run, modern_on_request(lowlevel, state), _no_notifications)
-        await tg.start(client.run, _no_notifications, _no_notifications)
+    async with direct_connection(server) as raw:
 
         async def send(method: str, params: dict[str, Any]) -> dict[str, Any]:
             try:
-                return {"result": await client.send_raw_request(method, json.loads(json.dumps(params)))}
+                return {"result": await raw(method, json.loads(json.dumps(params)))}
             except MCPError as refused:
                 return {"error": refused.error.model_dump(by_alias=True, exclude_none=True)}
 
         yield send
-        client.close()
-        peer.close()
 
 
 def _sse_or_json(response: httpx2.Response) -> dict[str, Any]:

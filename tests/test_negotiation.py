@@ -16,6 +16,7 @@ import mcp_types._v2026_07_28 as v2026
 import pytest
 from mcp_types import jsonrpc
 
+from harness import fake_clock
 from mcp_negotiation import errors, negotiation, revisions
 from mcp_negotiation.errors import NegotiationRefused, Refusal
 from mcp_negotiation.negotiation import (
@@ -775,26 +776,16 @@ def test_withhold_withdraws_a_feature_and_its_sub_features() -> None:
 
 
 def test_unpinned_clock_closes_the_window_on_a_running_negotiator(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = {"today": date(2027, 7, 27)}
-
-    class FakeDate(date):
-        @classmethod
-        def today(cls) -> FakeDate:
-            return cls.fromordinal(clock["today"].toordinal())
-
-    seconds = {"now": 1_000.0}
-    monkeypatch.setattr(revisions, "date", FakeDate)
-    monkeypatch.setattr(negotiation, "date", FakeDate)
-    monkeypatch.setattr(negotiation, "monotonic", lambda: seconds["now"])
+    clock = fake_clock(monkeypatch, date(2027, 7, 27))
     ng = Negotiator(Policy())
     before = ng.request(envelope(caps={"sampling": {}}))
     assert before.supports("sampling")
     assert ng.initialize(init(caps={"sampling": {}})).supports("sampling")
-    clock["today"] = date(2027, 7, 28)
-    seconds["now"] += negotiation._DATE_RECHECK_SECONDS - 1
+    clock.today = date(2027, 7, 28)
+    clock.seconds += negotiation._DATE_RECHECK_SECONDS - 1
     # Within the minute the clock is not read again: the window is still open.
     assert ng.request(envelope(caps={"sampling": {}})) is before
-    seconds["now"] += 1
+    clock.seconds += 1
     after = ng.request(envelope(caps={"sampling": {}}))
     assert after is not before
     assert not after.supports("sampling")

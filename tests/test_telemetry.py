@@ -353,6 +353,61 @@ def test_a_repeat_first_seen_untraced_is_traced_once_something_records(spans: In
     assert [link.context.span_id for link in again.links] == [first.context.span_id]
 
 
+async def test_an_envelope_first_served_unsampled_is_traced_once_a_request_records(
+    spans: InMemorySpanExporter,
+) -> None:
+    """Through the middleware's memo: repeats of an envelope nothing traced are not just counted."""
+    unsampled = trace.NonRecordingSpan(
+        trace.SpanContext(trace_id=0x1234, span_id=0x5678, is_remote=True, trace_flags=trace.TraceFlags(0))
+    )
+    with target("memory-jsonrpc") as where:
+        async with Client(where, mode="2026-07-28") as client:
+            with trace.use_span(unsampled):  # the client's context, and so the server's, is sampled out
+                await client.call_tool("negotiation", {})
+                await client.call_tool("negotiation", {})
+            assert not named(spans.get_finished_spans(), SPAN_NAME)
+            for _ in range(3):
+                await client.call_tool("negotiation", {})
+    finished = spans.get_finished_spans()
+    (ours,) = named(finished, SPAN_NAME)
+    calls = [s for s in finished if s.kind is SpanKind.SERVER and attrs(s)["mcp.method.name"] == "tools/call"]
+    assert len(calls) == 3
+    negotiating = _assert_is_child_of_server_span(ours, finished)
+    assert negotiating is calls[0]
+    for later in calls[1:]:
+        assert [link.context.span_id for link in later.links] == [ours.context.span_id]
+
+
+def test_repeats_counted_from_many_threads_are_all_counted_once(reader: InMemoryMetricReader) -> None:
+    """The tallies behind `mcp.negotiation.count`: exact without a lock, and reading them is not counting."""
+    import threading
+
+    record = Negotiator(Policy()).request(
+        {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"x-threads": {}},
+        }
+    )
+    before = _points(reader, "mcp.negotiation.count")
+    traced = telemetry.record_negotiation("tools/list", record, Policy(), 0.0)
+    assert traced is not None
+
+    def repeat() -> None:
+        for _ in range(2_000):
+            assert telemetry.repeated(traced)
+
+    threads = [threading.Thread(target=repeat) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    labels = _labels("modern", "2026-07-28", "accepted")
+    first = _count_delta(before, _points(reader, "mcp.negotiation.count"), "value")
+    again = _count_delta(before, _points(reader, "mcp.negotiation.count"), "value")
+    assert first[labels] == 1 + 4 * 2_000
+    assert again == first
+
+
 # ---------------------------------------------------------------------------------------
 # stdio: the server's spans are made in the child, which writes them to a file
 
@@ -824,14 +879,16 @@ async def _serve_everything() -> None:
     assert refused.value.error.code == -32022
 
 
-@pytest.mark.parametrize("broken", ["_tracer", "_count", "_duration", "span_attributes"])
+@pytest.mark.parametrize("broken", ["_tracer", "trace", "_tally", "_duration", "span_attributes"])
 async def test_a_failing_telemetry_backend_never_reaches_the_server(
     spans: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     broken: str,
 ) -> None:
-    replacement: Any = _Broken() if broken in {"_tracer", "_duration"} else getattr(_Broken(), broken)
+    replacement: Any = (
+        _Broken() if broken in {"_tracer", "trace", "_duration"} else getattr(_Broken(), broken)
+    )
     monkeypatch.setattr(telemetry, broken, replacement)
     with caplog.at_level(logging.ERROR, logger="mcp_negotiation"):
         await _serve_everything()

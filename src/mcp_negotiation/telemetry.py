@@ -11,7 +11,7 @@ than the request itself (an SDK span, an event and two synchronous instruments a
 about 100 µs), so by default a repeat is counted and its SERVER span gets a *link* to
 the span that negotiated it (about 3 µs); `Policy(trace_every_request=True)` restores a
 full span per request. The count is an asynchronous counter over in-process tallies,
-so counting costs a dictionary update rather than a trip through the metrics SDK.
+so counting costs one C call rather than a trip through the metrics SDK.
 
 Attribute names follow the semantic conventions where they exist (`mcp.method.name`,
 `mcp.protocol.version`, `mcp.session.id`, `network.transport`, `error.type`); the rest
@@ -21,6 +21,7 @@ Lists are sorted and bounded; client identity is recorded only when the policy o
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -36,7 +37,15 @@ from .bounded import IdentityCache
 from .errors import Refusal
 from .negotiation import Negotiation, Policy, Transport
 
-__all__ = ["MAX_LIST", "SPAN_NAME", "record_negotiation", "record_refusal", "span_attributes"]
+__all__ = [
+    "MAX_LIST",
+    "SPAN_NAME",
+    "Traced",
+    "record_negotiation",
+    "record_refusal",
+    "repeated",
+    "span_attributes",
+]
 
 logger = logging.getLogger("mcp_negotiation")
 
@@ -58,18 +67,42 @@ LABEL_KEYS: Final = ("mcp.negotiation.era", "mcp.protocol.version", "mcp.negotia
 Labels = tuple[str, str, str]
 """Metric label values in `LABEL_KEYS` order; every value comes from a small fixed set."""
 
-_tallies: dict[Labels, int] = {}
+
+class _Tally:
+    """A counter whose increment is one C call, exact across threads with no lock.
+
+    `add` is `next` on an `itertools.count`, atomic under the GIL. Reading a count
+    advances it too, so `read` (called under `_tallies_lock`) subtracts its own reads.
+    """
+
+    __slots__ = ("_count", "_reads", "add")
+
+    def __init__(self) -> None:
+        self._count = itertools.count()
+        self.add = self._count.__next__
+        self._reads = 0
+
+    def read(self) -> int:
+        value = next(self._count) - self._reads
+        self._reads += 1
+        return value
+
+
+_tallies: dict[Labels, _Tally] = {}
 _tallies_lock = threading.Lock()
 
 
-def _count(labels: Labels) -> None:
-    with _tallies_lock:
-        _tallies[labels] = _tallies.get(labels, 0) + 1
+def _tally(labels: Labels) -> _Tally:
+    tally = _tallies.get(labels)
+    if tally is None:
+        with _tallies_lock:
+            tally = _tallies.setdefault(labels, _Tally())
+    return tally
 
 
 def _observe_counts(options: CallbackOptions) -> Iterable[Observation]:
     with _tallies_lock:
-        counts = list(_tallies.items())
+        counts = [(labels, tally.read()) for labels, tally in _tallies.items()]
     return [Observation(value, dict(zip(LABEL_KEYS, labels, strict=True))) for labels, value in counts]
 
 
@@ -92,9 +125,25 @@ _duration = _meter.create_histogram(
     explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
 )
 
+
+class Traced:
+    """What a repeat of a traced negotiation needs: the span to link to, and the metric labels.
+
+    Found by record identity (`_traced`), or held by a caller that memoises its own
+    outcomes (the middleware's repeat memo), which then skips every lookup.
+    """
+
+    __slots__ = ("context", "count", "labels")
+
+    def __init__(self, context: SpanContext | None, labels: Labels) -> None:
+        self.context = context
+        self.labels = labels
+        self.count = _tally(labels).add
+
+
 _TRACED_LIMIT: Final = 1_024
-_traced: IdentityCache[tuple[SpanContext | None, Labels]] = IdentityCache(_TRACED_LIMIT)
-"""Records already traced in full: the span to link repeats to, and their metric labels."""
+_traced: IdentityCache[Traced] = IdentityCache(_TRACED_LIMIT)
+"""Records already traced in full, by identity."""
 
 
 def _bounded(names: Iterable[str]) -> list[str]:
@@ -194,33 +243,43 @@ def _emit(
                     parent.set_attribute("mcp.protocol.version", attributes["mcp.protocol.version"])
     finally:
         span.end(end_time=end)
-    _count(labels)
+    _tally(labels).add()
     _duration.record(duration, dict(zip(LABEL_KEYS, labels, strict=True)))
     return span.get_span_context() if recorded else None
 
 
-def record_negotiation(method: str, record: Negotiation, policy: Policy, duration: float) -> None:
+def repeated(traced: Traced) -> bool:
+    """Count one repeat and link the request's span to the negotiation's span.
+
+    False, with nothing counted, when the request's span records but the negotiation was
+    first seen while nothing recorded: there is no span to link to, so the caller traces
+    it in full (`record_negotiation`). Never raises.
+    """
+    try:
+        parent = trace.get_current_span()
+        if parent.is_recording():
+            if traced.context is None:
+                return False
+            parent.add_link(traced.context)
+        traced.count()
+    except Exception:
+        logger.exception("mcp_negotiation: telemetry failed (ignored)")
+    return True
+
+
+def record_negotiation(method: str, record: Negotiation, policy: Policy, duration: float) -> Traced | None:
     """Trace a negotiation the first time its record is seen; count and link its repeats.
 
     A repeat is the very same record again (the negotiator's cache, a legacy session's
     record): it is counted, and the request's span links to the span that negotiated
     it, unless the policy wants a span per request or that span was never recorded.
+    Answers what later repeats need (None with `trace_every_request`, or on failure).
     Never raises.
     """
     try:
-        if not policy.trace_every_request:
-            known = _traced.get(record)
-            if known is not None:
-                context, labels = known
-                parent = trace.get_current_span()
-                if not parent.is_recording():
-                    _count(labels)
-                    return
-                if context is not None:
-                    parent.add_link(context)
-                    _count(labels)
-                    return
-                # First seen while nothing recorded, so there is nothing to link to: trace it now.
+        traced = None if policy.trace_every_request else _traced.get(record)
+        if traced is not None and repeated(traced):
+            return traced
         labels = _metric_labels(record.era, record.protocol_version, record.outcome)
         context = _emit(
             lambda: span_attributes(method, record, policy, record.session_id),
@@ -229,10 +288,17 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
             None,
             method == "initialize",
         )
-        if not policy.trace_every_request:
-            _traced.put((context, labels), record)
+        if policy.trace_every_request:
+            return None
+        if traced is None:
+            traced = Traced(context, labels)
+            _traced.put(traced, record)
+        else:
+            traced.context = context  # first seen while nothing recorded: repeats link here now
+        return traced
     except Exception:
         logger.exception("mcp_negotiation: telemetry failed (ignored)")
+        return None
 
 
 def record_refusal(

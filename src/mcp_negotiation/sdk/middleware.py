@@ -2,15 +2,19 @@
 
 Legacy: the record is made at `initialize` from the raw params (unknown keys kept),
 kept in the connection's state, and published for every later request of that
-connection. Modern: every request is negotiated from its own `_meta` envelope (cached
-by content, so a repeat costs a lookup). Refusals become the SDK's `MCPError` with the
-specification's codes; a bug of ours is logged and the request passes through
-untouched, because negotiation must never take down the user's server.
+connection. Modern: every request is negotiated from its own `_meta` envelope. Clients
+repeat the same envelope on every request, so a request shaped like one served before
+(same method, revision, envelope and transport) is answered from a memo of what was
+published for it, with nothing negotiated, looked up or traced again. Refusals become
+the SDK's `MCPError` with the specification's codes; a bug of ours is logged and the
+request passes through untouched, because negotiation must never take down the user's
+server.
 """
 
 from __future__ import annotations
 
 import logging
+import marshal
 import time
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping
@@ -20,9 +24,18 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from .. import revisions, telemetry
+from ..bounded import BoundedCache
 from ..errors import NegotiationRefused, Refusal
 from ..frozen_json import is_object
-from ..negotiation import PROTOCOL_VERSION_KEY, Negotiation, Negotiator, Policy, Transport
+from ..negotiation import (
+    CLIENT_CAPABILITIES_KEY,
+    CLIENT_INFO_KEY,
+    PROTOCOL_VERSION_KEY,
+    Negotiation,
+    Negotiator,
+    Policy,
+    Transport,
+)
 from ..ucp.binding import (
     UCP_EXTENSION_ID,
     UcpNegotiator,
@@ -34,7 +47,7 @@ from ..ucp.errors import UcpError
 from . import seams
 from .asgi import REFUSED_MARK
 from .context import _current
-from .origin import origin
+from .origin import on_stdio, origin
 
 logger = logging.getLogger("mcp_negotiation")
 
@@ -43,6 +56,26 @@ UCP_STATE_KEY: Final = "mcp_negotiation.ucp_profile"
 
 _EXEMPT: Final = frozenset({"server/discover", "ping"})
 """Methods a client may call without the policy's required capabilities, to learn them."""
+
+_MEMO_SIZE: Final = 1_024
+_MAX_SHAPE: Final = 65_536
+"""Longest request shape memoised (bytes): bigger envelopes are negotiated every time."""
+_MARSHAL_VERSION: Final = 2
+
+
+class _Repeat:
+    """A memoised outcome: what to publish, and what telemetry needs to count the repeat.
+
+    It holds while the features it withheld are still the ones withdrawn: the negotiator
+    answers a new set when a deprecation window closes, and the memo then misses.
+    """
+
+    __slots__ = ("published", "traced", "withheld")
+
+    def __init__(self, published: tuple[Negotiation, Negotiator], traced: telemetry.Traced) -> None:
+        self.published = published
+        self.traced = traced
+        self.withheld = published[0].withheld
 
 
 def _origin(ctx: Any) -> tuple[Transport, Mapping[str, str]]:
@@ -70,15 +103,47 @@ class NegotiationMiddleware:
         self.policy = policy
         self.negotiator = Negotiator(policy)
         self.ucp = UcpNegotiator(policy.ucp) if policy.ucp is not None else None
+        self._repeats: BoundedCache[bytes, _Repeat] = BoundedCache(_MEMO_SIZE)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        # This runs on every message a server receives, so it is written for the common
-        # case (a modern request whose envelope was negotiated before, or a legacy request
-        # of a session): few calls, no extra coroutine, nothing that case does not need.
+        # This runs on every message a server receives. The common modern case, a request
+        # shaped like one served before, is written inline with C-level calls only: in a
+        # real request each Python call costs several times its isolated timing.
         if not self._settled:
             self._settle()
+        params = ctx.params
+        meta = params.get("_meta") if type(params) is dict else None
+        shape = None
+        if type(meta) is dict and ctx.request is None and ctx.request_id is not None:
+            # Off HTTP (where headers would count too): everything the outcome depends on.
+            try:
+                shape = marshal.dumps(
+                    (
+                        ctx.method,
+                        ctx.protocol_version,
+                        meta.get(PROTOCOL_VERSION_KEY),
+                        meta.get(CLIENT_CAPABILITIES_KEY),
+                        meta.get(CLIENT_INFO_KEY),
+                        on_stdio.get(),
+                    ),
+                    _MARSHAL_VERSION,
+                )
+            except ValueError:  # not plain JSON values: negotiated every time
+                shape = None
+            repeat = self._repeats.get(shape) if shape is not None else None
+            if (
+                repeat is not None
+                and repeat.withheld is self.negotiator.withdrawn
+                and telemetry.repeated(repeat.traced)
+            ):
+                token = _current.set(repeat.published)
+                try:
+                    return await call_next(ctx)
+                finally:
+                    _current.reset(token)
         started = time.perf_counter()
         handshake = False
+        traced = None
         if ctx.request_id is None:
             # Notifications are never refused; legacy ones still see their session's record.
             record = self._stored(ctx)
@@ -96,13 +161,23 @@ class NegotiationMiddleware:
                     # A record made for this request carries its headers; a session's, the handshake's.
                     headers = record.headers if stored is None else _origin(ctx)[1]
                     record = await self._with_ucp(ctx, record, self.ucp, headers, started)
+                    shape = None  # the agreement depends on the resolver's profile: never memoised
                 if record is not None and (record.era == "modern" or record.ucp is not None):
-                    telemetry.record_negotiation(
+                    traced = telemetry.record_negotiation(
                         ctx.method, record, self.policy, time.perf_counter() - started
                     )
         if record is None:
             return await call_next(ctx)
-        token = _current.set((record, self.negotiator))
+        published = (record, self.negotiator)
+        if (
+            shape is not None
+            and traced is not None
+            and record.era == "modern"
+            and len(shape) <= _MAX_SHAPE
+            and ctx.method != "server/discover"  # its answer is amended below, every time
+        ):
+            self._repeats.put(shape, _Repeat(published, traced))
+        token = _current.set(published)
         try:
             result = await call_next(ctx)
         finally:
