@@ -21,10 +21,13 @@ from mcp_negotiation import Policy, negotiation, revisions
 from mcp_negotiation.demo import build
 from mcp_negotiation.sdk import middleware
 from mcp_negotiation.sdk.seams import middleware_list
+from mcp_negotiation.ucp import Profile
+from ucp_shop import build as build_shop
 
 pytestmark = pytest.mark.anyio
 
 MODES = ("memory-direct", "memory-jsonrpc")
+UCP_V = "2026-04-08"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
 
 
@@ -108,3 +111,40 @@ async def test_the_memo_stays_bounded_whatever_clients_send() -> None:
         seen = await send("tools/call", {"name": "negotiation", "arguments": {}, "_meta": last})
     assert seen["structuredContent"]["client_capabilities"] == {"experimental": {"last": {}}}
     assert len(_memo(server)) == middleware._MEMO_SIZE
+
+
+class _Rotating:
+    """A resolver whose platform profile for one URL changes when told (a re-fetch)."""
+
+    def __init__(self, profiles: dict[str, Any]) -> None:
+        self.profiles = profiles
+
+    async def resolve(self, url: str) -> Profile:
+        return self.profiles[url]
+
+
+def _platform(*capabilities: str) -> Profile:
+    return Profile.from_json(
+        {"ucp": {"version": UCP_V, "capabilities": {name: [{"version": UCP_V}] for name in capabilities}}}
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_ucp_call_finds_its_agreement_every_time(mode: str) -> None:
+    """Only the call's negotiation is memoised: each call names its platform, whose profile may change."""
+    checkout = "dev.ucp.shopping.checkout"
+    discount = "dev.ucp.shopping.discount"
+    a, b = "https://a.example/profile.json", "https://b.example/profile.json"
+    resolver = _Rotating({a: _platform(checkout, discount), b: _platform(checkout)})
+    server = build_shop(resolver)
+
+    async def agreed(client: Client, url: str) -> set[str]:
+        result = await client.call_tool("negotiated", {"meta": {"ucp-agent": {"profile": url}}})
+        return set(structured(result)["ucp"]["capabilities"])
+
+    async with modern(server, mode) as client:
+        for _ in range(3):
+            assert discount in await agreed(client, a)
+            assert discount not in await agreed(client, b)
+        resolver.profiles[a] = _platform(checkout)  # platform a re-published without discounts
+        assert discount not in await agreed(client, a)

@@ -11,7 +11,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final, TypeGuard
 
-__all__ = ["Budget", "NotFreezable", "freeze", "is_object", "thaw"]
+__all__ = ["MARSHAL_VERSION", "Budget", "NotFreezable", "freeze", "is_object", "thaw"]
+
+MARSHAL_VERSION: Final = 2
+"""For `marshal.dumps` of JSON values (cache keys, copies): the newest format without
+back-references, so the same values always give the same bytes."""
 
 _MAX_INT_BITS: Final = 1_024
 """Wider integers are refused: no peer sends one, and printing one can fail."""

@@ -25,7 +25,7 @@ from .errors import (
     NegotiationRefused,
     Refusal,
 )
-from .frozen_json import Budget, NotFreezable, freeze, is_object, thaw
+from .frozen_json import MARSHAL_VERSION, Budget, NotFreezable, freeze, is_object, thaw
 from .revisions import FEATURES, Era
 
 __all__ = [
@@ -62,8 +62,6 @@ _DATE_RECHECK_SECONDS: Final = 60.0
 much for every request, and a deprecation closing a minute late harms no one."""
 _MAX_CACHED_ENVELOPE: Final = 65_536
 """Envelopes whose encoding is longer than this are negotiated but not cached (bounded memory)."""
-_MARSHAL_VERSION: Final = 2
-"""The newest marshal format without back-references: the same values, the same bytes."""
 
 Transport = Literal["stdio", "http", "memory", "unknown"]
 Outcome = Literal["accepted", "counter_offered"]
@@ -448,7 +446,7 @@ class Negotiator:
         try:
             # A faithful encoding of JSON values at C speed (a third of `repr`'s cost):
             # equal bytes mean equal envelopes; equal envelopes in another key order merely miss.
-            text = marshal.dumps((version, caps, info), _MARSHAL_VERSION)
+            text = marshal.dumps((version, caps, info), MARSHAL_VERSION)
         except ValueError:  # not plain JSON values, or nested past marshal's depth: not cached
             record = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
         else:

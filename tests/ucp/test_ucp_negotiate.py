@@ -189,10 +189,12 @@ class TestForOperation:
         assert scoped.version == V2
 
     def test_ucp_block(self) -> None:
-        assert self.AGREEMENT.to_ucp_block(CART) == {
-            "version": V2,
-            "capabilities": {CART: [{"version": V2}], DISCOUNT: [{"version": V2}]},
-        }
+        expected = {"version": V2, "capabilities": {CART: [{"version": V2}], DISCOUNT: [{"version": V2}]}}
+        block = self.AGREEMENT.to_ucp_block(CART)
+        assert block == expected
+        block["capabilities"][CART][0]["version"] = "amended by one response"
+        block["capabilities"].clear()
+        assert self.AGREEMENT.to_ucp_block(CART) == expected  # each response gets its own copy
 
     def test_missing_root_is_capabilities_incompatible(self) -> None:
         agreement = negotiate_capabilities(BUSINESS, profile(checkout=[V3], order=[V2]))

@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from .. import revisions, telemetry
 from ..bounded import BoundedCache
 from ..errors import NegotiationRefused, Refusal
-from ..frozen_json import is_object
+from ..frozen_json import MARSHAL_VERSION, is_object
 from ..negotiation import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
@@ -60,19 +60,20 @@ _EXEMPT: Final = frozenset({"server/discover", "ping"})
 _MEMO_SIZE: Final = 1_024
 _MAX_SHAPE: Final = 65_536
 """Longest request shape memoised (bytes): bigger envelopes are negotiated every time."""
-_MARSHAL_VERSION: Final = 2
 
 
 class _Repeat:
     """A memoised outcome: what to publish, and what telemetry needs to count the repeat.
 
+    `traced` is None for a UCP `tools/call`: only its negotiation is memoised, because its
+    agreement depends on the resolver's current profile and is found on every call.
     It holds while the features it withheld are still the ones withdrawn: the negotiator
     answers a new set when a deprecation window closes, and the memo then misses.
     """
 
     __slots__ = ("published", "traced", "withheld")
 
-    def __init__(self, published: tuple[Negotiation, Negotiator], traced: telemetry.Traced) -> None:
+    def __init__(self, published: tuple[Negotiation, Negotiator], traced: telemetry.Traced | None) -> None:
         self.published = published
         self.traced = traced
         self.withheld = published[0].withheld
@@ -113,7 +114,7 @@ class NegotiationMiddleware:
             self._settle()
         params = ctx.params
         meta = params.get("_meta") if type(params) is dict else None
-        shape = None
+        shape = base = None
         if type(meta) is dict and ctx.request is None and ctx.request_id is not None:
             # Off HTTP (where headers would count too): everything the outcome depends on.
             try:
@@ -126,21 +127,20 @@ class NegotiationMiddleware:
                         meta.get(CLIENT_INFO_KEY),
                         on_stdio.get(),
                     ),
-                    _MARSHAL_VERSION,
+                    MARSHAL_VERSION,
                 )
             except ValueError:  # not plain JSON values: negotiated every time
                 shape = None
             repeat = self._repeats.get(shape) if shape is not None else None
-            if (
-                repeat is not None
-                and repeat.withheld is self.negotiator.withdrawn
-                and telemetry.repeated(repeat.traced)
-            ):
-                token = _current.set(repeat.published)
-                try:
-                    return await call_next(ctx)
-                finally:
-                    _current.reset(token)
+            if repeat is not None and repeat.withheld is self.negotiator.withdrawn:
+                if repeat.traced is None:
+                    base = repeat.published[0]  # a UCP call: the agreement is found below
+                elif telemetry.repeated(repeat.traced):
+                    token = _current.set(repeat.published)
+                    try:
+                        return await call_next(ctx)
+                    finally:
+                        _current.reset(token)
         started = time.perf_counter()
         handshake = False
         traced = None
@@ -156,28 +156,23 @@ class NegotiationMiddleware:
                 record = self._negotiated(ctx, started, self._handshake, ctx)
             else:
                 stored = self._stored(ctx) if era == "legacy" else None
-                record = stored or self._negotiated(ctx, started, self._negotiate_request, ctx, era)
+                record = base or stored or self._negotiated(ctx, started, self._negotiate_request, ctx, era)
                 if record is not None and self.ucp is not None and ctx.method == "tools/call":
+                    if shape is not None and base is None and record is not stored:
+                        self._remember(shape, record, None)
                     # A record made for this request carries its headers; a session's, the handshake's.
                     headers = record.headers if stored is None else _origin(ctx)[1]
                     record = await self._with_ucp(ctx, record, self.ucp, headers, started)
-                    shape = None  # the agreement depends on the resolver's profile: never memoised
+                    shape = None
                 if record is not None and (record.era == "modern" or record.ucp is not None):
                     traced = telemetry.record_negotiation(
                         ctx.method, record, self.policy, time.perf_counter() - started
                     )
         if record is None:
             return await call_next(ctx)
-        published = (record, self.negotiator)
-        if (
-            shape is not None
-            and traced is not None
-            and record.era == "modern"
-            and len(shape) <= _MAX_SHAPE
-            and ctx.method != "server/discover"  # its answer is amended below, every time
-        ):
-            self._repeats.put(shape, _Repeat(published, traced))
-        token = _current.set(published)
+        if shape is not None and traced is not None and ctx.method != "server/discover":
+            self._remember(shape, record, traced)  # (discover's answer is amended below, every time)
+        token = _current.set((record, self.negotiator))
         try:
             result = await call_next(ctx)
         finally:
@@ -187,6 +182,11 @@ class NegotiationMiddleware:
         elif ctx.method == "server/discover":
             self._advertise(result, "extensions")
         return result
+
+    def _remember(self, shape: bytes, record: Negotiation, traced: telemetry.Traced | None) -> None:
+        """Memoise a modern request's outcome under its shape (see `_Repeat`)."""
+        if record.era == "modern" and len(shape) <= _MAX_SHAPE:
+            self._repeats.put(shape, _Repeat((record, self.negotiator), traced))
 
     def _settle(self) -> None:
         """Once: make sure we sit right after the server's span opener (see `__init__`)."""

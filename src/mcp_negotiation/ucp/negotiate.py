@@ -19,11 +19,13 @@ gone is refused (`for_operation`).
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
+from ..frozen_json import MARSHAL_VERSION
 from .errors import CAPABILITIES_INCOMPATIBLE, VERSION_UNSUPPORTED, UcpError
 from .profile import CapabilityEntry, Profile
 
@@ -62,6 +64,8 @@ class UcpAgreement:
     entries: Mapping[str, CapabilityEntry] = field(default_factory=dict)
     _scoped: dict[str, UcpAgreement] = field(default_factory=dict, init=False, repr=False, compare=False)
     """`for_operation` results: agreements are cached per platform and asked the same roots."""
+    _blocks: dict[str, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """`to_ucp_block` results, marshalled: every stamped response needs its own copy."""
 
     def __post_init__(self) -> None:
         for name in ("capabilities", "dropped", "entries"):
@@ -103,12 +107,22 @@ class UcpAgreement:
         }
 
     def to_ucp_block(self, root: str) -> dict[str, Any]:
-        """The `ucp` object a response to an operation on `root` carries."""
-        scoped = self.for_operation(root)
-        return {
-            "version": scoped.version,
-            "capabilities": {name: [{"version": v}] for name, v in sorted(scoped.capabilities.items())},
-        }
+        """The `ucp` object a response to an operation on `root` carries, a new copy each time.
+
+        Stamped on every response, so it is built once per root and copied from its
+        marshalled form (a C-speed deep copy): whoever amends one response's block cannot
+        reach another's.
+        """
+        block = self._blocks.get(root)
+        if block is None:
+            scoped = self.for_operation(root)
+            fresh = {
+                "version": scoped.version,
+                "capabilities": {name: [{"version": v}] for name, v in sorted(scoped.capabilities.items())},
+            }
+            block = self._blocks[root] = marshal.dumps(fresh, MARSHAL_VERSION)
+        copy: dict[str, Any] = marshal.loads(block)
+        return copy
 
 
 def _closure(seed: set[str], candidates: Mapping[str, CapabilityEntry]) -> set[str]:
