@@ -156,8 +156,10 @@ class FakeClock:
 
 
 def fake_clock(monkeypatch: pytest.MonkeyPatch, today: date) -> FakeClock:
-    """Make the negotiator's calendar and its re-read timer the returned clock's."""
+    """Make the negotiator's calendar and the timers that re-read it (the negotiator's, the
+    middleware memo's) the returned clock's."""
     from mcp_negotiation import negotiation, revisions
+    from mcp_negotiation.sdk import middleware
 
     clock = FakeClock(today)
 
@@ -169,4 +171,5 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch, today: date) -> FakeClock:
     monkeypatch.setattr(revisions, "date", FakeDate)
     monkeypatch.setattr(negotiation, "date", FakeDate)
     monkeypatch.setattr(negotiation, "monotonic", lambda: clock.seconds)
+    monkeypatch.setattr(middleware, "monotonic", lambda: clock.seconds)
     return clock

@@ -9,6 +9,7 @@ problem becomes a `Refusal` with the specification's code. The SDK adapter calls
 from __future__ import annotations
 
 import marshal
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -324,9 +325,11 @@ class Negotiator:
         self.accepted = policy.accepted()
         # With no pinned clock the date is read again at most once a minute, so a long-running
         # server withdraws the deprecated features within a minute of the removal date.
-        self._clock_pinned = policy.today is not None or policy.months_since_deprecation is not None
-        self._withdrawn_on: date | None = None if self._clock_pinned else date.today()
-        self._date_checked_at = monotonic()
+        pinned = policy.today is not None or policy.months_since_deprecation is not None
+        self._withdrawn_on: date | None = None if pinned else date.today()
+        self.fresh_until = math.inf if pinned else monotonic() + _DATE_RECHECK_SECONDS
+        """`monotonic()` time until which `withdrawn` stands (for ever with a pinned clock):
+        anything made from it, a record or a memo of one, may be trusted until then."""
         self._withdrawn = policy.withdrawn()
         self._accepted_legacy = tuple(r for r in self.accepted if revisions.era(r) == "legacy")
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
@@ -337,8 +340,8 @@ class Negotiator:
     def withdrawn(self) -> frozenset[str]:
         """Features no client gets now: closed deprecations and the policy's `withhold`."""
         now = monotonic()
-        if not self._clock_pinned and now - self._date_checked_at >= _DATE_RECHECK_SECONDS:
-            self._date_checked_at = now
+        if now >= self.fresh_until:
+            self.fresh_until = now + _DATE_RECHECK_SECONDS
             today = date.today()
             if today != self._withdrawn_on:
                 self._withdrawn = self.policy.withdrawn()

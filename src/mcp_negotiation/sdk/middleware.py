@@ -18,6 +18,7 @@ import marshal
 import time
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping
+from time import monotonic
 from typing import Any, Final, NoReturn
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -67,16 +68,16 @@ class _Repeat:
 
     `traced` is None for a UCP `tools/call`: only its negotiation is memoised, because its
     agreement depends on the resolver's current profile and is found on every call.
-    It holds while the features it withheld are still the ones withdrawn: the negotiator
-    answers a new set when a deprecation window closes, and the memo then misses.
+    It is trusted as long as the negotiator trusts its reading of the date (`until`); the
+    next request is negotiated again, which withdraws features whose deprecation closed.
     """
 
-    __slots__ = ("published", "traced", "withheld")
+    __slots__ = ("published", "traced", "until")
 
     def __init__(self, published: tuple[Negotiation, Negotiator], traced: telemetry.Traced | None) -> None:
         self.published = published
         self.traced = traced
-        self.withheld = published[0].withheld
+        self.until = published[1].fresh_until
 
 
 def _origin(ctx: Any) -> tuple[Transport, Mapping[str, str]]:
@@ -132,7 +133,7 @@ class NegotiationMiddleware:
             except ValueError:  # not plain JSON values: negotiated every time
                 shape = None
             repeat = self._repeats.get(shape) if shape is not None else None
-            if repeat is not None and repeat.withheld is self.negotiator.withdrawn:
+            if repeat is not None and monotonic() < repeat.until:
                 if repeat.traced is None:
                     base = repeat.published[0]  # a UCP call: the agreement is found below
                 elif telemetry.repeated(repeat.traced):
