@@ -368,13 +368,15 @@ async def _client(path: BenchPath, wrapped: bool, otel: bool) -> AsyncIterator[t
             yield client, pid
 
 
-async def measure_overhead(path: BenchPath, otel: bool, rounds: int, round_seconds: float) -> Overhead:
+async def measure_overhead(
+    path: BenchPath, otel: bool, rounds: int, round_seconds: float, alone: int = 1_000
+) -> Overhead:
     """`rounds` rounds of `calls` pairs; each pair is one call to each server, in random
     order, so whatever else the machine does in a given millisecond slows both alike.
 
     Calls are timed without this process's garbage-collector pauses; in-memory rows then
-    count the collector runs each server's own garbage causes (the module docstring says
-    why), HTTP rows take the CPU time from the server processes."""
+    count the collector runs each server's own garbage causes over `alone` calls (the
+    module docstring says why), HTTP rows take the CPU time from the server processes."""
     async with (
         _client(path, False, otel) as (plain, plain_pid),
         _client(path, True, otel) as (wrapped, wrapped_pid),
@@ -406,8 +408,8 @@ async def measure_overhead(path: BenchPath, otel: bool, rounds: int, round_secon
                 for client in (plain, wrapped):
                     gc.collect()
                     before = collector.runs
-                    await _calls(client, path, 1_000)
-                    runs.append(float(collector.runs - before))
+                    await _calls(client, path, alone)
+                    runs.append(1_000 * (collector.runs - before) / alone)
                 result.collections = (runs[0], runs[1])
     return result
 
@@ -748,7 +750,7 @@ def render(
                 f"| {o.path} | {'yes' if o.otel else 'no'} | {o.calls} | {statistics.median(o.plain):,.0f} "
                 f"| {statistics.median(o.wrapped):,.0f} | {ratio:.3f} | {min(o.ratios()):.2f}–"
                 f"{max(o.ratios()):.2f} | {statistics.median(o.cpu_ratios()):.3f} | "
-                f"{'{:g} / {:g}'.format(*o.collections) if o.collections else 'own process'} | "
+                f"{'{:.0f} / {:.0f}'.format(*o.collections) if o.collections else 'own process'} | "
                 f"{'n/a' if o.reference else _verdict(ratio)} |"
             )
         out.append("")
@@ -893,7 +895,7 @@ async def main_async(args: argparse.Namespace) -> str:
                     discard = configure_otel()
                 # An HTTP round trip is ~15x an in-memory one: longer rounds keep the count per round up.
                 seconds = args.round_seconds * (HTTP_ROUND_FACTOR if path.transport == "http" else 1)
-                o = await measure_overhead(path, otel, args.rounds, seconds)
+                o = await measure_overhead(path, otel, args.rounds, seconds, args.alone)
                 overhead.append(o)
                 print(
                     f"{path.name:34s} otel={otel!s:5s} ratio {statistics.median(o.ratios()):.3f} "
@@ -920,6 +922,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-otel", action="store_true", help="skip the overhead rows with the OTel SDK")
     parser.add_argument("--rounds", type=int, default=11, help="rounds of alternating calls per path")
     parser.add_argument("--round-seconds", type=float, default=0.6, help="approximate length of one round")
+    parser.add_argument("--alone", type=int, default=1_000, help="calls per server to count gc runs")
     parser.add_argument("--repeat", type=int, default=15, help="timeit repeats")
     parser.add_argument("--min-seconds", type=float, default=0.05, help="timeit: minimum time per repeat")
     parser.add_argument("--sessions", type=int, default=10_000, help="legacy sessions opened and closed")
@@ -934,6 +937,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.quick:
         args.rounds, args.round_seconds, args.repeat, args.min_seconds = 3, 0.05, 3, 0.02
+        args.alone = 100
         args.sessions, args.window, args.idle_sessions = 300, 100, 20
     # INFO logging (the SDK's per-request lines, the HTTP client's) is off for both servers
     # alike: printing it would dilute the ratio, not measure the library.
