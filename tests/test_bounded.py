@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from pathlib import Path
 
@@ -36,19 +37,30 @@ def test_bounded_cache_needs_room_for_one(limit: int) -> None:
         BoundedCache(limit)
 
 
-def test_bounded_cache_stays_bounded_under_threads() -> None:
-    cache: BoundedCache[int, int] = BoundedCache(64)
+def test_bounded_cache_stays_bounded_and_never_raises_under_threads() -> None:
+    """Evicting iterates the dict; another thread changing it meanwhile must not escape."""
+    cache: BoundedCache[int, int] = BoundedCache(8)
+    failures: list[BaseException] = []
 
     def fill(offset: int) -> None:
-        for i in range(5_000):
-            cache.put(offset + i, i)
+        try:
+            for i in range(20_000):
+                cache.put(offset + i, i)
+        except BaseException as failure:  # a thread's exception would otherwise only be printed
+            failures.append(failure)
 
-    threads = [threading.Thread(target=fill, args=(n * 10_000,)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(cache) <= 64
+    threads = [threading.Thread(target=fill, args=(n * 100_000,)) for n in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races, not luck
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+    assert len(cache) <= 8 + len(threads)  # each racing thread may add one before it sees the others
 
 
 class Thing:

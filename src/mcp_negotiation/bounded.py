@@ -18,7 +18,11 @@ V = TypeVar("V")
 
 
 class BoundedCache(dict[K, V]):
-    """A dict of at most `limit` entries; `put` evicts the oldest when full."""
+    """A dict of at most `limit` entries; `put` evicts the oldest when full.
+
+    Safe to share between threads: threads inserting at the same moment may each add one
+    entry before they see each other's, and nothing a race does raises.
+    """
 
     def __init__(self, limit: int) -> None:
         super().__init__()
@@ -27,9 +31,14 @@ class BoundedCache(dict[K, V]):
         self.limit = limit
 
     def put(self, key: K, value: V) -> None:
-        if key not in self and len(self) >= self.limit:
-            # Another thread may have evicted the same entry first: that is fine.
-            self.pop(next(iter(self)), None)
+        if key not in self:
+            while len(self) >= self.limit:
+                try:
+                    self.pop(next(iter(self)), None)
+                except (RuntimeError, StopIteration):
+                    # Another thread changed the dict between `iter` and `next` ("changed size
+                    # during iteration"): look again. Never raise into a request for this.
+                    continue
         self[key] = value
 
 
