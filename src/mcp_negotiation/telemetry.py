@@ -127,18 +127,18 @@ _duration = _meter.create_histogram(
 
 
 class Traced:
-    """What a repeat of a traced negotiation needs: the span to link to, and the metric labels.
+    """What a repeat of a traced negotiation needs: the span to link to, and its counter.
 
     Found by record identity (`_traced`), or held by a caller that memoises its own
     outcomes (the middleware's repeat memo), which then skips every lookup.
     """
 
-    __slots__ = ("context", "count", "labels")
+    __slots__ = ("context", "count")
 
     def __init__(self, context: SpanContext | None, labels: Labels) -> None:
         self.context = context
-        self.labels = labels
         self.count = _tally(labels).add
+        """Adds one to the tally of the negotiation's metric labels."""
 
 
 _TRACED_LIMIT: Final = 1_024

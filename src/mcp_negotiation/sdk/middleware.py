@@ -109,8 +109,9 @@ class NegotiationMiddleware:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         # This runs on every message a server receives. The common modern case, a request
-        # shaped like one served before, is written inline with C-level calls only: in a
-        # real request each Python call costs several times its isolated timing.
+        # shaped like one served before, is written inline: C-level calls and one Python
+        # call (telemetry), because in a real request each Python call costs several times
+        # its isolated timing.
         if not self._settled:
             self._settle()
         params = ctx.params
