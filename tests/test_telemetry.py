@@ -326,7 +326,29 @@ async def test_a_new_envelope_is_a_new_negotiation(spans: InMemorySpanExporter) 
     assert sorted(attrs(s)["mcp.negotiation.client_capabilities"] for s in ours) == [(), ("sampling",)]
 
 
-def test_a_repeat_first_seen_untraced_is_traced_once_something_records(spans: InMemorySpanExporter) -> None:
+def test_the_current_span_is_read_where_opentelemetry_keeps_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The direct read is OTel's own ContextVar and key; any other runtime context gets the public API."""
+    from opentelemetry import context as otel_context
+    from opentelemetry.trace import propagation
+
+    variable, key = telemetry._span_source() or pytest.fail("the default runtime context was not recognised")
+    assert key == propagation._SPAN_KEY
+    with trace.get_tracer("tests").start_as_current_span("outer") as outer:
+        assert variable.get().get(key) is outer is trace.get_current_span()
+
+    class OtherRuntime(type(otel_context._RUNTIME_CONTEXT)):  # a subclass may keep its context elsewhere
+        pass
+
+    monkeypatch.setattr(otel_context, "_RUNTIME_CONTEXT", OtherRuntime())
+    assert telemetry._span_source() is None
+
+
+@pytest.mark.parametrize("read", ["direct", "public API"])
+def test_a_repeat_first_seen_untraced_is_traced_once_something_records(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    if read == "public API":
+        monkeypatch.setattr(telemetry, "_SPAN_SOURCE", None)
     record = Negotiator(Policy()).request(
         {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",

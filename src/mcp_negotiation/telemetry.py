@@ -26,11 +26,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from typing import Any, Final
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import propagation as trace_propagation
 
 from . import revisions
 from .bounded import IdentityCache
@@ -248,6 +251,30 @@ def _emit(
     return span.get_span_context() if recorded else None
 
 
+def _span_source() -> tuple[ContextVar[Any], str] | None:
+    """Where OpenTelemetry keeps the current span, when that is its default ContextVar.
+
+    Read directly, the current span costs two C calls instead of five Python ones, an
+    eighth of what a repeat costs the middleware (callgrind: 2,300 of 17,000
+    instructions). With another runtime context (`OTEL_PYTHON_CONTEXT`) or an API whose
+    internals moved, the public `trace.get_current_span()` is used.
+    """
+    try:
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+    except ImportError:  # pragma: no cover - an API without its default runtime context
+        return None
+    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+    variable = getattr(runtime, "_current_context", None)
+    key = getattr(trace_propagation, "_SPAN_KEY", None)
+    default = type(runtime) is ContextVarsRuntimeContext
+    if default and isinstance(variable, ContextVar) and isinstance(key, str):
+        return variable, key
+    return None
+
+
+_SPAN_SOURCE: Final = _span_source()
+
+
 def repeated(traced: Traced) -> bool:
     """Count one repeat and link the request's span to the negotiation's span.
 
@@ -256,8 +283,11 @@ def repeated(traced: Traced) -> bool:
     it in full (`record_negotiation`). Never raises.
     """
     try:
-        parent = trace.get_current_span()
-        if parent.is_recording():
+        if _SPAN_SOURCE is not None:
+            parent = _SPAN_SOURCE[0].get().get(_SPAN_SOURCE[1])
+        else:
+            parent = trace.get_current_span()
+        if parent is not None and type(parent) is not NonRecordingSpan and parent.is_recording():
             if traced.context is None:
                 return False
             parent.add_link(traced.context)
