@@ -314,6 +314,13 @@ class Overhead:
     def cpu_ratios(self) -> list[float]:
         return [w / p for w, p in zip(self.wrapped_cpu, self.plain_cpu, strict=True)]
 
+    def added_us(self) -> list[float]:
+        """Per round: what one call cost the wrapped server beyond the unwrapped one (µs).
+
+        A ratio depends on how trivial the tool is; this is what the library adds to any tool.
+        """
+        return [1e6 / w - 1e6 / p for w, p in zip(self.wrapped, self.plain, strict=True)]
+
 
 class Collector:
     """The cyclic garbage collector's pauses in this process, seen through `gc.callbacks`."""
@@ -734,22 +741,24 @@ def render(
             f"Target: wrapped ≥ {TARGET_RATIO} × unwrapped throughput on every path. Each of {rounds} rounds",
             "makes *calls* pairs of round trips, one to each server in a random order; calls/s are",
             f"medians over the rounds, *ratio* is the median of the {rounds} per-round",
-            "ratios (wrapped / unwrapped, wall clock), *range* their minimum and maximum, and *CPU ratio*",
+            "ratios (wrapped / unwrapped, wall clock), *range* their minimum and maximum, *added* the median",
+            "of what a call took longer wrapped (µs: what the library adds to any tool), and *CPU ratio*",
             "the same median computed from CPU time (less sensitive to other load): this process's for",
             "in-memory rows, the two server processes' for HTTP rows. In-memory rows are timed without",
             "the garbage collector's pauses; *collections* says how often each server alone made it run",
             "(per 1,000 calls, unwrapped / wrapped; see Method).",
             "",
-            "| Path | OTel SDK | calls | unwrapped calls/s | wrapped calls/s | ratio | range | CPU ratio"
-            " | collections | ≥ 0.98? |",
-            "|---|---|--:|--:|--:|--:|--:|--:|--:|:-:|",
+            "| Path | OTel SDK | calls | unwrapped calls/s | wrapped calls/s | ratio | range | added µs"
+            " | CPU ratio | collections | ≥ 0.98? |",
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
         ]
         for o in overhead:
             ratio = statistics.median(o.ratios())
             out.append(
                 f"| {o.path} | {'yes' if o.otel else 'no'} | {o.calls} | {statistics.median(o.plain):,.0f} "
                 f"| {statistics.median(o.wrapped):,.0f} | {ratio:.3f} | {min(o.ratios()):.2f}–"
-                f"{max(o.ratios()):.2f} | {statistics.median(o.cpu_ratios()):.3f} | "
+                f"{max(o.ratios()):.2f} | {statistics.median(o.added_us()):.1f} "
+                f"| {statistics.median(o.cpu_ratios()):.3f} | "
                 f"{'{:.0f} / {:.0f}'.format(*o.collections) if o.collections else 'own process'} | "
                 f"{'n/a' if o.reference else _verdict(ratio)} |"
             )
