@@ -117,14 +117,21 @@ class NegotiationMiddleware:
         params = ctx.params
         meta = params.get("_meta") if type(params) is dict else None
         shape = base = None
-        if type(meta) is dict and ctx.request is None and ctx.request_id is not None:
-            # Off HTTP (where headers would count too): everything the outcome depends on.
+        if (
+            type(meta) is dict
+            and (version := meta.get(PROTOCOL_VERSION_KEY)) is not None
+            and ctx.request is None
+            and ctx.request_id is not None
+        ):
+            # A modern envelope (a legacy request's `_meta`, a traceparent say, is never
+            # memoised), off HTTP (where headers would count too): everything the outcome
+            # depends on.
             try:
                 shape = marshal.dumps(
                     (
                         ctx.method,
                         ctx.protocol_version,
-                        meta.get(PROTOCOL_VERSION_KEY),
+                        version,
                         meta.get(CLIENT_CAPABILITIES_KEY),
                         meta.get(CLIENT_INFO_KEY),
                         on_stdio.get(),
@@ -160,7 +167,7 @@ class NegotiationMiddleware:
                 stored = self._stored(ctx) if era == "legacy" else None
                 record = base or stored or self._negotiated(ctx, started, self._negotiate_request, ctx, era)
                 if record is not None and self.ucp is not None and ctx.method == "tools/call":
-                    if shape is not None and base is None and record is not stored:
+                    if shape is not None and base is None:
                         self._remember(shape, record, None)
                     # A record made for this request carries its headers; a session's, the handshake's.
                     headers = record.headers if stored is None else _origin(ctx)[1]
