@@ -17,17 +17,8 @@ Three parts, in one run (HTTP servers in processes of their own, everything else
    one member of the pair, and an A/A run reads 1.03 instead of 1.00.)
 
    In-memory calls are timed without the cyclic collector's pauses, and what each
-   server costs the collector is measured on its own (collections per 1,000 calls).
-   The modern in-memory path leaves ~14 cyclic objects per request in the SDK (a
-   Connection / ServerRunner cycle), so gen-0 collects every ~35 requests, ~250 µs each,
-   and a pause is charged to whichever call crosses the allocation threshold. With both
-   servers in one process the call that allocates a little more at its peak (any extra
-   middleware) crosses it almost every time and pays for both servers' garbage: over
-   20,000 pairs the plain server's calls triggered 133 collections and an empty
-   middleware's 995, and that control read 0.970 (0.997 with gc disabled). Running each
-   server in a process of its own removes the bias too, but two processes of one program
-   differ by several percent (an A/A pair read 0.97 to 1.04 from run to run), which
-   drowns a 2 % target.
+   server costs the collector is measured on its own (collections per 1,000 calls);
+   the Method section that `render` writes says why.
 2. Micro-benchmarks of the pure core (timeit: best and median of repeats).
 3. Memory (tracemalloc): per idle legacy session, and retained memory while 10,000
    legacy sessions are opened and closed through the in-memory transport.
@@ -163,26 +154,6 @@ SERVERS.update({f.__name__: f for f in (plain_server, ucp_server)})
 
 
 @contextmanager
-def child_process(what: str, *args: str) -> Iterator[subprocess.Popen[str]]:
-    """This script run with `args` in a process of its own, talking over its stdin and stdout.
-
-    Closing its stdin is its cue to finish; it must then exit 0 (3: its OpenTelemetry SDK
-    recorded nothing, so its OTel rows would be meaningless).
-    """
-    command = [sys.executable, str(Path(__file__).resolve()), *args]
-    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert child.stdin is not None
-    try:
-        yield child
-    finally:
-        child.stdin.close()
-        code = child.wait(timeout=60)
-    if code != 0:
-        reason = " (its OpenTelemetry SDK recorded nothing)" if code == 3 else ""
-        raise RuntimeError(f"{what} exited with {code}{reason}")
-
-
-@contextmanager
 def serve_http(factory: Callable[[bool], MCPServer], wrapped: bool, otel: bool) -> Iterator[tuple[str, int]]:
     """uvicorn on 127.0.0.1 in a process of its own (this script with `--serve`): the URL and pid.
 
@@ -190,15 +161,22 @@ def serve_http(factory: Callable[[bool], MCPServer], wrapped: bool, otel: bool) 
     would measure thread hand-offs (each socket write may wait a switch interval) more
     than the library.
     """
-    what = f"the {factory.__name__} server"
-    with child_process(
-        what, "--serve", factory.__name__, *["--wrapped"] * wrapped, *["--otel"] * otel
-    ) as child:
-        assert child.stdout is not None
+    command = [sys.executable, str(Path(__file__).resolve()), "--serve", factory.__name__]
+    command += ["--wrapped"] * wrapped + ["--otel"] * otel
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
         line = child.stdout.readline()
         if not line.startswith("port "):
-            raise RuntimeError(f"{what} did not start (exit {child.poll()})")
+            raise RuntimeError(f"the {factory.__name__} server did not start (exit {child.poll()})")
         yield f"http://127.0.0.1:{int(line.split()[1])}/mcp", child.pid
+    finally:
+        child.stdin.close()  # the server's cue to shut down
+        code = child.wait(timeout=60)
+    if code != 0:
+        reason = " (its OpenTelemetry SDK recorded nothing)" if code == 3 else ""
+        raise RuntimeError(f"the {factory.__name__} server exited with {code}{reason}")
 
 
 def serve_main(name: str, wrapped: bool, otel: bool) -> None:
@@ -383,7 +361,7 @@ async def measure_overhead(
 
     Calls are timed without this process's garbage-collector pauses; in-memory rows then
     count the collector runs each server's own garbage causes over `alone` calls (the
-    module docstring says why), HTTP rows take the CPU time from the server processes."""
+    Method section says why), HTTP rows take the CPU time from the server processes."""
     async with (
         _client(path, False, otel) as (plain, plain_pid),
         _client(path, True, otel) as (wrapped, wrapped_pid),
