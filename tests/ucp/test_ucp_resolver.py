@@ -393,18 +393,45 @@ async def test_the_allow_list_is_exact(tls: Tls, clock: Clock) -> None:
         assert len(server.requests) == 1
 
 
+PUBLIC_ADDRESSES = ("93.184.216.34", "2606:4700::1111")
+DISPUTED_ADDRESSES = (
+    "2002:5db8:d822::1",  # 6to4, even of a public address: global to Python 3.11.7 and 3.12.1
+    "64:ff9b:1::5db8:d822",  # local-use NAT64: global to 3.11.7 and 3.12.1
+    "2001:20::1",  # ORCHIDv2: global to 3.13.0
+    "2001:4:112::1",  # AS112-v6: global to 3.13.0
+    "192.0.0.9",  # PCP anycast: global to all three
+    "5f00::1",  # SRv6 SIDs (2024): global to all three
+    "100:0:0:1::1",  # the dummy prefix (2025): global to all three
+)
+"""Addresses whose verdict depends on which Python release's `ipaddress` tables decide."""
+
+
 @pytest.mark.parametrize(
     ("address", "special"),
     [
-        ("93.184.216.34", False),
-        ("2606:4700::1111", False),
-        ("2002:5db8:d822::1", False),  # 6to4 of a public address
+        *((address, False) for address in PUBLIC_ADDRESSES),
+        *((address, True) for address in DISPUTED_ADDRESSES),
         ("192.0.2.1", True),  # documentation
         ("198.18.0.1", True),  # benchmarking
         ("2001:db8::1", True),
         ("64:ff9b::7f00:1", True),  # NAT64 of 127.0.0.1
+        ("64:ff9b::5db8:d822", True),  # NAT64, whatever it embeds
+        ("::ffff:5db8:d822", True),  # IPv4-mapped, whatever it embeds
         ("2001:0:4136:e378:8000:63bf:80ff:fffe", True),  # Teredo, client 127.0.0.1
     ],
 )
 def test_is_special_address(address: str, special: bool) -> None:
     assert is_special_address(ipaddress.ip_address(address)) is special
+
+
+def test_the_verdict_does_not_depend_on_the_pythons_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Make this interpreter's tables call everything global and nothing private, as an
+    # older release does for some of these: the project's own list must still refuse them.
+    for cls in (ipaddress.IPv4Address, ipaddress.IPv6Address):
+        monkeypatch.setattr(cls, "is_global", property(lambda self: True))
+        monkeypatch.setattr(cls, "is_private", property(lambda self: False))
+    assert ipaddress.ip_address("10.0.0.1").is_global  # the patch took
+    for address in (*DISPUTED_ADDRESSES, "10.0.0.1", "fd00::1", "2002:7f00:1::1", "100.64.0.1"):
+        assert is_special_address(ipaddress.ip_address(address)), address
+    for address in PUBLIC_ADDRESSES:
+        assert not is_special_address(ipaddress.ip_address(address)), address

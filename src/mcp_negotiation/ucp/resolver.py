@@ -87,13 +87,30 @@ MAX_FAILURE_BACKOFF: Final = 300.0
 
 _MAX_AGE: Final = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?([0-9]{1,10})\"?\s*(?:,|$)", re.IGNORECASE)
 _NUMERIC_LABEL: Final = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
-_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
-_ALWAYS_SPECIAL: Final = tuple(
-    ipaddress.ip_network(network) for network in ("192.0.0.0/24", "fec0::/10", "3fff::/20")
-)
-"""Not globally reachable (IANA special-purpose registries), yet global to the `ipaddress`
-tables of some Python releases: IETF protocol assignments (192.0.0.192 is a cloud metadata
-address), deprecated IPv6 site-local, and the 2024 IPv6 documentation range."""
+_NOT_GLOBALLY_REACHABLE: Final = tuple(
+    ipaddress.ip_network(network)
+    for network in (
+        # IPv4: this network, private, shared (CGNAT), loopback, link-local, IETF protocol
+        # assignments (192.0.0.192 is a cloud metadata address), documentation, the retired
+        # 6to4 relay anycast, benchmarking, reserved, limited broadcast.
+        "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+        "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
+        "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4", "255.255.255.255/32",
+        # IPv6: unspecified, loopback, the prefixes that tunnel to IPv4 (IPv4-mapped, NAT64,
+        # local-use NAT64, 6to4; Teredo is in 2001::/23), discard-only, dummy, IETF
+        # protocol assignments, documentation, SRv6 SIDs, unique local, link-local, site-local.
+        "::/128", "::1/128", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16",
+        "100::/64", "100:0:0:1::/64", "2001::/23", "2001:db8::/32", "3fff::/20", "5f00::/16",
+        "fc00::/7", "fe80::/10", "fec0::/10",
+    )
+)  # fmt: skip
+"""Where a profile fetch may not go: the IANA special-purpose registries' blocks that are
+not globally reachable, and every prefix that tunnels to IPv4, whatever address it
+embeds. Named here rather than left to `ipaddress`, because Python releases disagree
+(3.11.7 and 3.12.1 count `2002::/16` and `64:ff9b:1::/48` as global, 3.13.0 counts
+`2001:20::/28` as global) and what a fetch may reach must not change with the
+interpreter. Where the registry excepts a few addresses from a block (anycast relays,
+identifier ranges), the whole block is refused: no platform serves its profile there."""
 
 
 class ProfileResolver(Protocol):
@@ -131,28 +148,12 @@ def _invalid(reason: str) -> UcpError:
     return UcpError(INVALID_PROFILE_URL, reason)
 
 
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one tunnels to, which is where a connection really lands."""
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address.teredo is not None:
-        return address.teredo[1]
-    if address in _NAT64:
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
 def is_special_address(address: IPAddress) -> bool:
     """True for every address a profile fetch must not reach unless explicitly allowed."""
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(address)
-        if embedded is not None and is_special_address(embedded):
-            return True
     return (
-        not address.is_global
-        or any(address in network for network in _ALWAYS_SPECIAL)
+        any(address in network for network in _NOT_GLOBALLY_REACHABLE)
+        # What the running Python's tables add (a range registered after this list):
+        or not address.is_global
         or address.is_private
         or address.is_loopback
         or address.is_link_local
