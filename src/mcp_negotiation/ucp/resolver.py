@@ -152,14 +152,12 @@ def is_special_address(address: IPAddress) -> bool:
     """True for every address a profile fetch must not reach unless explicitly allowed."""
     return (
         any(address in network for network in _NOT_GLOBALLY_REACHABLE)
-        # What the running Python's tables add (a range registered after this list):
+        # What the running Python's tables add (a range registered after this list), and the
+        # two kinds the list leaves to them. Private, loopback, link-local and unspecified
+        # addresses are all in the list, and every `is_private` address is not global.
         or not address.is_global
-        or address.is_private
-        or address.is_loopback
-        or address.is_link_local
         or address.is_multicast
         or address.is_reserved
-        or address.is_unspecified
     )
 
 
