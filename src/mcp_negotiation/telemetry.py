@@ -9,9 +9,10 @@ A modern client repeats the same envelope on every request, and the negotiator a
 a repeat with the record it already made. Tracing that repeat in full would cost more
 than the request itself (an SDK span, an event and two synchronous instruments are
 about 100 µs), so by default a repeat is counted and its SERVER span gets a *link* to
-the span that negotiated it (the SDK's `add_link`, 3 to 6 µs); `Policy(trace_every_request=True)` restores a
-full span per request. The count is an asynchronous counter over in-process tallies,
-so counting costs one C call rather than a trip through the metrics SDK.
+the span that negotiated it (the SDK's `add_link`, 3 to 6 µs);
+`Policy(trace_every_request=True)` restores a full span per request. The count is an
+asynchronous counter over in-process tallies, so counting costs one C call rather than a
+trip through the metrics SDK.
 
 Attribute names follow the semantic conventions where they exist (`mcp.method.name`,
 `mcp.protocol.version`, `mcp.session.id`, `network.transport`, `error.type`); the rest
