@@ -631,8 +631,14 @@ async def test_missing_required_capability_refusal_is_recorded(spans: InMemorySp
         "mcp.negotiation.requested_version": "2025-11-25",
         "error.type": "-32021",
     }
-    assert attrs(refused_spans["modern"])["error.type"] == "-32021"
-    assert attrs(refused_spans["modern"])["mcp.method.name"] == "tools/call"
+    assert attrs(refused_spans["modern"]) == {
+        "mcp.method.name": "tools/call",
+        "network.transport": "inproc",
+        "mcp.negotiation.era": "modern",
+        "mcp.negotiation.outcome": "refused",
+        "mcp.negotiation.requested_version": "2026-07-28",  # from the request's envelope
+        "error.type": "-32021",
+    }
     for span in ours:
         _assert_is_child_of_server_span(span, finished)
         assert ("error.type" in attrs(span)) is (attrs(span)["mcp.negotiation.outcome"] == "refused")
@@ -680,6 +686,8 @@ def test_lists_are_sorted_bounded_and_truncated() -> None:
     )
     for key in ("mcp.negotiation.withheld", "mcp.negotiation.degraded"):
         assert many[key] == sorted(withheld)[:MAX_LIST]
+    # A modern request names its own method, which the SDK answers -32601 only after us.
+    assert span_attributes("x" * 9_000, record, Policy(), None)["mcp.method.name"] == "x" * 128
     extensions = telemetry.declared_capabilities({"extensions": {"io.example/b": {}, "io.example/a": {}}})
     assert extensions == ["extensions", "extensions/io.example/a", "extensions/io.example/b"]
 
@@ -971,6 +979,44 @@ async def test_sdk_refusal_before_dispatch_is_traced_by_the_asgi_layer(spans: In
     assert attrs(span)["error.type"] == "-32022"
     assert attrs(span)["mcp.negotiation.requested_version"] == "zzz"
     assert attrs(span)["network.transport"] == "tcp"
+
+
+@pytest.mark.parametrize(
+    ("version", "method", "code"),
+    [
+        ("zzz", "M" * 8_000, -32020),  # a method header contradicting the body
+        ("9" * 70_000, "tools/list", -32022),  # repeated in a 400 body longer than is read
+    ],
+    ids=["long-method-header", "body-over-64KiB"],
+)
+async def test_a_refusal_before_dispatch_records_only_bounded_server_known_values(
+    spans: InMemorySpanExporter, version: str, method: str, code: int
+) -> None:
+    import httpx2
+
+    from harness import serve_http
+    from mcp_negotiation.demo import build
+
+    headers = {
+        **_RAW_HEADERS,
+        "mcp-method": method,
+        "mcp-protocol-version": version,
+        "mcp-session-id": "another-clients-session",
+    }
+    with serve_http(build().streamable_http_app()) as url:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            response = await http.post(url, json=_raw_modern(version), headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == code
+    (span,) = _refused(spans.get_finished_spans())
+    assert attrs(span) == {
+        "mcp.method.name": method[:128],
+        "network.transport": "tcp",
+        "mcp.negotiation.era": "unknown",
+        "mcp.negotiation.outcome": "refused",
+        "mcp.negotiation.requested_version": version[:128],
+        "error.type": str(code),
+    }
 
 
 async def test_a_refusal_by_the_middleware_is_traced_once(spans: InMemorySpanExporter) -> None:

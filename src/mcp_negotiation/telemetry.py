@@ -39,7 +39,7 @@ from opentelemetry.trace import propagation as trace_propagation
 from . import revisions
 from .bounded import IdentityCache
 from .errors import Refusal
-from .negotiation import Negotiation, Policy, Transport
+from .negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport
 
 __all__ = [
     "MAX_LIST",
@@ -174,7 +174,7 @@ def span_attributes(
 ) -> dict[str, Any]:
     """The attributes of a successful negotiation's span (also used for the event)."""
     attributes: dict[str, Any] = {
-        "mcp.method.name": method,
+        "mcp.method.name": method[:_MAX_ITEM],
         "mcp.protocol.version": record.protocol_version,
         "network.transport": NETWORK_TRANSPORT[record.transport],
         "mcp.negotiation.era": record.era,
@@ -332,6 +332,16 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
         return None
 
 
+def _requested_in(params: Any) -> Any:
+    """The revision a refused request asked for: a handshake's, else its modern envelope's."""
+    if not isinstance(params, Mapping):
+        return None
+    meta = params.get("_meta")
+    if "protocolVersion" not in params and isinstance(meta, Mapping):
+        return meta.get(PROTOCOL_VERSION_KEY)
+    return params.get("protocolVersion")
+
+
 def record_refusal(
     method: str,
     refusal: Refusal,
@@ -349,10 +359,10 @@ def record_refusal(
 
         def build() -> dict[str, Any]:
             requested = refusal.data.get("requested") if refusal.data else None
-            if requested is None and isinstance(params, Mapping):
-                requested = params.get("protocolVersion")
+            if requested is None:
+                requested = _requested_in(params)
             attributes: dict[str, Any] = {
-                "mcp.method.name": method,
+                "mcp.method.name": method[:_MAX_ITEM],
                 "network.transport": NETWORK_TRANSPORT[transport],
                 "mcp.negotiation.era": era,
                 "mcp.negotiation.outcome": "refused",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
@@ -48,6 +49,25 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+_CUT_ERROR: Final = re.compile(rb'"error"\s*:\s*\{\s*"code"\s*:\s*(-?\d{1,9})\s*[,}]')
+"""The code of a JSON-RPC error body cut at `_MAX_BODY`. The SDK writes `code` first, and
+outside strings an unescaped `"` is structural, so this matches only the error's own key."""
+
+
+def _refusal_in(body: bytes) -> Refusal | None:
+    """The refusal a 400 body carries; from a body cut short (the SDK repeats a client's
+    revision in `data.requested`, as long as the client made it), just its code."""
+    try:
+        error = json.loads(body).get("error")
+    except ValueError:
+        cut = _CUT_ERROR.search(body) if len(body) >= _MAX_BODY else None
+        return Refusal(int(cut.group(1)), "", None) if cut else None
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+        return None
+    data = error.get("data")
+    return Refusal(error["code"], str(error.get("message", "")), data if isinstance(data, dict) else None)
+
+
 def negotiation_asgi(app: ASGIApp, policy: Policy | None = None) -> ASGIApp:
     """Wrap `app` so refusals made before dispatch are recorded as `capability_negotiated`."""
     policy = policy if policy is not None else Policy()
@@ -64,7 +84,7 @@ def negotiation_asgi(app: ASGIApp, policy: Policy | None = None) -> ASGIApp:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message.get("status", 0))
-            elif message["type"] == "http.response.body" and status == 400 and len(body) < _MAX_BODY:
+            elif message["type"] == "http.response.body" and status == 400:
                 body.extend(message.get("body", b"")[: _MAX_BODY - len(body)])
                 if not message.get("more_body", False):
                     _trace(scope, bytes(body), policy, time.perf_counter() - started)
@@ -80,13 +100,9 @@ def _trace(scope: Scope, body: bytes, policy: Policy, duration: float) -> None:
     try:
         if scope.get(REFUSED_MARK):
             return
-        error = json.loads(body).get("error")
-        if not isinstance(error, dict) or error.get("code") not in _TRACED_CODES:
+        refusal = _refusal_in(body)
+        if refusal is None or refusal.code not in _TRACED_CODES:
             return
-        data = error.get("data")
-        refusal = Refusal(
-            error["code"], str(error.get("message", "")), data if isinstance(data, dict) else None
-        )
         scope[REFUSED_MARK] = True  # an outer wrapper of the same request stays silent
         version = _header(scope, b"mcp-protocol-version") or ""
         telemetry.record_refusal(
@@ -97,7 +113,9 @@ def _trace(scope: Scope, body: bytes, policy: Policy, duration: float) -> None:
             params={"protocolVersion": version} if version else None,
             protocol_version=version,
             transport="http",
-            session_id=_header(scope, b"mcp-session-id"),
+            # Only the modern entry refuses before dispatch, and modern requests have no
+            # session: an `Mcp-Session-Id` header here is the client's word, not the SDK's.
+            session_id=None,
         )
     except Exception:
         logger.debug("mcp_negotiation: could not read a refused response", exc_info=True)
