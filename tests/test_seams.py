@@ -226,3 +226,14 @@ async def test_seams_resolve_inside_real_requests(case: str) -> None:
     seen = await _seen(case)
     expected = {**COMMON, **EXPECTED[case], "era": case.rsplit("-", 1)[1]}
     assert {key: seen[key] for key in expected} == expected
+
+
+def test_repeated_header_lines_are_one_list() -> None:
+    """`origin` joins a header's lines as RFC 9110 does: Starlette's `headers[name]` keeps the first."""
+    from starlette.datastructures import Headers
+
+    from mcp_negotiation.sdk.origin import origin
+
+    headers = Headers(raw=[(b"ucp-agent", b'profile="a"'), (b"ucp-agent", b'profile="b"'), (b"cookie", b"x")])
+    assert origin(headers) == ("http", {"ucp-agent": 'profile="a", profile="b"'})
+    assert origin({"ucp-agent": 'profile="a"'}) == ("http", {"ucp-agent": 'profile="a"'})

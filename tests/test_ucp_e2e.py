@@ -130,6 +130,28 @@ async def test_header_path_and_mismatch_over_http(tls: Tls, platform: ProfileSer
             )
 
 
+async def test_a_second_ucp_agent_line_is_not_dropped(tls: Tls, platform: ProfileServer) -> None:
+    """Two lines are one list (RFC 9110): their two `profile` members are refused, as in one line."""
+    lines = [("UCP-Agent", f'profile="{platform.url(p)}"') for p in ("/no-checkout.json", "/platform.json")]
+
+    async def negotiated(url: str, headers: list[tuple[str, str]]) -> Any:
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client,
+        ):
+            try:
+                return structured(await client.call_tool("negotiated", {}))
+            except MCPError as refused:
+                return refused.error
+
+    with serve_http(_shop(tls).streamable_http_app()) as url:
+        error = await negotiated(url, lines)
+        served = await negotiated(url, lines[1:])
+    assert (error.code, error.data["code"]) == (-32001, "invalid_profile_url")
+    assert "duplicate profile member" in error.data["content"]
+    assert served["ucp"]["capabilities"] == AGREED
+
+
 @pytest.mark.parametrize(
     ("path", "code"),
     [

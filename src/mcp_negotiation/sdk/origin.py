@@ -29,11 +29,22 @@ on_stdio: ContextVar[bool] = ContextVar("mcp_negotiation.on_stdio", default=Fals
 def origin(headers: Any, *, http: bool = False) -> tuple[Transport, Mapping[str, str]]:
     """The transport of a message with these HTTP `headers` (None off HTTP), and the kept ones."""
     if headers is not None and isinstance(headers, Mapping):  # None (off HTTP) skips the ABC check
-        kept = {name: headers[name] for name in RELEVANT_HEADERS if name in headers}
+        kept = {name: _field(headers, name) for name in RELEVANT_HEADERS if name in headers}
         return "http", MappingProxyType(kept) if kept else NO_HEADERS
     if http:
         return "http", NO_HEADERS
     return ("stdio" if on_stdio.get() else "memory"), NO_HEADERS
+
+
+def _field(headers: Mapping[str, str], name: str) -> str:
+    """A header's value, its repeated lines joined with ", " as RFC 9110 combines them.
+
+    Starlette's `headers[name]` is the first line only: a second `UCP-Agent` line would be
+    dropped, and a proxy that reads the last line would then disagree with the server. Joined,
+    two `profile` members are refused like two in one line.
+    """
+    getlist = getattr(headers, "getlist", None)
+    return ", ".join(getlist(name)) if callable(getlist) else headers[name]
 
 
 @contextlib.asynccontextmanager
