@@ -6,7 +6,10 @@ import json
 import socket
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness import ROOT, serve_http
 from mcp_negotiation import revisions
@@ -136,3 +139,22 @@ def test_ucp_profile_against_a_server_without_ucp_exits_1() -> None:
     done = _probe("--json", "--ucp-profile", str(ROOT / "examples/ucp/platform_profile.json"))
     assert done.returncode == 1
     assert json.loads(done.stdout)["ucp"] == {"error": "the server advertises no UCP profile"}
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (None, "cannot read {}: No such file or directory"),
+        ('{"ucp": 5}', "{}: profile_malformed (a profile must have a ucp object)"),
+    ],
+    ids=["missing", "malformed"],
+)
+def test_an_unusable_ucp_profile_is_a_bad_option(tmp_path: Path, content: str | None, error: str) -> None:
+    platform = tmp_path / "platform.json"
+    if content is not None:
+        platform.write_text(content)
+    done = _probe("--ucp-profile", str(platform))
+    assert done.returncode == 2
+    assert f"argument --ucp-profile: {error.format(platform)}" in done.stderr
+    assert "probing" not in done.stderr  # refused before any server was started
+    assert done.stdout == ""

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from . import __version__
+from .ucp import Profile, UcpError
 
 PRESETS: Final[Mapping[str, dict[str, Any]]] = {
     "none": {},
@@ -34,6 +35,16 @@ def _capabilities(value: str) -> dict[str, Any]:
     return parsed
 
 
+def _platform_profile(path: str) -> Profile:
+    """Read before probing: a file that cannot be used is a bad option, not a failed probe."""
+    try:
+        return Profile.from_file(path)
+    except OSError as failure:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {failure.strerror or failure}") from None
+    except UcpError as failure:
+        raise argparse.ArgumentTypeError(f"{path}: {failure.code} ({failure.message})") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mcp-negotiation", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mcp-negotiation {__version__}")
@@ -51,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         help="client capabilities: a preset (none, basic, full) or a JSON object",
     )
     probe.add_argument(
-        "--ucp-profile", metavar="FILE", help="negotiate UCP against this platform profile (JSON)"
+        "--ucp-profile",
+        metavar="FILE",
+        type=_platform_profile,
+        help="negotiate UCP against this platform profile (JSON)",
     )
     probe.add_argument("--json", action="store_true", help="machine-readable output")
     probe.add_argument("--timeout", type=float, default=20.0, help="seconds per revision (default 20)")

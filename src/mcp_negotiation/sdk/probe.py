@@ -243,8 +243,8 @@ def render(rows: list[Row]) -> str:
     )
 
 
-def ucp_outcome(rows: list[Row], platform_file: str) -> dict[str, Any]:
-    """What a platform with the profile in `platform_file` would agree with this server.
+def ucp_outcome(rows: list[Row], platform: Profile) -> dict[str, Any]:
+    """What a platform with the profile `platform` would agree with this server.
 
     Computed from the business profile the server advertises at its best served
     revision, with the same negotiation the server runs for each call.
@@ -253,12 +253,9 @@ def ucp_outcome(rows: list[Row], platform_file: str) -> dict[str, Any]:
     if advertised is None:
         return {"error": "the server advertises no UCP profile"}
     try:
-        platform = Profile.from_file(platform_file)
         agreement = negotiate_capabilities(Profile.from_json({"ucp": advertised}), platform)
     except UcpError as failure:
         return {"error": failure.code, "message": failure.message}
-    except OSError as failure:
-        return {"error": "unreadable", "message": str(failure)}
     return agreement.as_dict()
 
 
@@ -277,7 +274,7 @@ def run(
     *,
     timeout: float,
     as_json: bool,
-    ucp_profile: str | None = None,
+    ucp_profile: Profile | None = None,
 ) -> int:
     """Probe, print, and return the exit status: 0 when everything asked for was served."""
     chosen = target or [sys.executable, "-m", "mcp_negotiation.demo"]
