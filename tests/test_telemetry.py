@@ -1019,6 +1019,52 @@ async def test_a_refusal_before_dispatch_records_only_bounded_server_known_value
     }
 
 
+@pytest.mark.parametrize("kind", ["MCPServer", "lowlevel Server"])
+async def test_the_http_app_stays_the_sdks_starlette_app(spans: InMemorySpanExporter, kind: str) -> None:
+    """Users add middleware and routes to what `streamable_http_app()` returns: it must stay a Starlette."""
+    import httpx2
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.mcpserver import MCPServer
+    from starlette.applications import Starlette
+    from starlette.middleware.cors import CORSMiddleware
+
+    from harness import serve_http
+    from mcp_negotiation import negotiate
+
+    server = negotiate(MCPServer("x") if kind == "MCPServer" else Server("x"))
+    app = server.streamable_http_app()
+    assert isinstance(app, Starlette)
+    app.add_middleware(CORSMiddleware, allow_origins=["*"])
+    with serve_http(app) as url:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            response = await http.post(
+                url,
+                json=_raw_modern("zzz"),
+                headers={**_RAW_HEADERS, "mcp-protocol-version": "zzz", "origin": url.rsplit("/", 1)[0]},
+            )
+    assert response.json()["error"]["code"] == -32022
+    assert response.headers["access-control-allow-origin"] == "*"
+    (span,) = _refused(spans.get_finished_spans())
+    assert attrs(span)["error.type"] == "-32022"
+
+
+def test_an_app_that_refuses_the_recorder_is_served_without_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp.server.mcpserver import MCPServer
+    from starlette.applications import Starlette
+
+    from mcp_negotiation import negotiate
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Cannot add middleware after an application has started")
+
+    monkeypatch.setattr(Starlette, "add_middleware", refuse)
+    app = negotiate(MCPServer("x")).streamable_http_app()
+    assert isinstance(app, Starlette)
+    assert "cannot record the SDK's own refusals" in caplog.text
+
+
 async def test_a_refusal_by_the_middleware_is_traced_once(spans: InMemorySpanExporter) -> None:
     from harness import serve_http
     from mcp_negotiation.demo import build

@@ -24,7 +24,7 @@ from .. import telemetry
 from ..errors import Refusal
 from ..negotiation import Policy
 
-__all__ = ["REFUSED_MARK", "negotiation_asgi"]
+__all__ = ["REFUSED_MARK", "RefusalRecorder", "negotiation_asgi"]
 
 logger = logging.getLogger("mcp_negotiation")
 
@@ -68,13 +68,20 @@ def _refusal_in(body: bytes) -> Refusal | None:
     return Refusal(error["code"], str(error.get("message", "")), data if isinstance(data, dict) else None)
 
 
-def negotiation_asgi(app: ASGIApp, policy: Policy | None = None) -> ASGIApp:
-    """Wrap `app` so refusals made before dispatch are recorded as `capability_negotiated`."""
-    policy = policy if policy is not None else Policy()
+class RefusalRecorder:
+    """ASGI middleware recording the refusals the SDK makes before dispatch.
 
-    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+    A class, so that `negotiate()` can add it to the Starlette app the SDK builds with
+    `add_middleware`, and the app the user gets back is still that Starlette app.
+    """
+
+    def __init__(self, app: ASGIApp, policy: Policy | None = None) -> None:
+        self.app = app
+        self.policy = policy if policy is not None else Policy()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http" or scope.get("method") != "POST":
-            await app(scope, receive, send)
+            await self.app(scope, receive, send)
             return
         started = time.perf_counter()
         status = 0
@@ -87,12 +94,15 @@ def negotiation_asgi(app: ASGIApp, policy: Policy | None = None) -> ASGIApp:
             elif message["type"] == "http.response.body" and status == 400:
                 body.extend(message.get("body", b"")[: _MAX_BODY - len(body)])
                 if not message.get("more_body", False):
-                    _trace(scope, bytes(body), policy, time.perf_counter() - started)
+                    _trace(scope, bytes(body), self.policy, time.perf_counter() - started)
             await send(message)
 
-        await app(scope, receive, watching_send)
+        await self.app(scope, receive, watching_send)
 
-    return wrapped
+
+def negotiation_asgi(app: ASGIApp, policy: Policy | None = None) -> ASGIApp:
+    """Wrap `app` so refusals made before dispatch are recorded as `capability_negotiated`."""
+    return RefusalRecorder(app, policy)
 
 
 def _trace(scope: Scope, body: bytes, policy: Policy, duration: float) -> None:

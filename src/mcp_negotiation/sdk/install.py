@@ -17,11 +17,12 @@ import logging
 from typing import Any, TypeVar
 
 import wrapt
+from starlette.applications import Starlette
 
 from ..errors import NegotiationUnavailable
 from ..negotiation import Policy
 from . import seams
-from .asgi import negotiation_asgi
+from .asgi import RefusalRecorder, negotiation_asgi
 from .middleware import NegotiationMiddleware
 from .origin import stdio_wrapper
 
@@ -71,13 +72,25 @@ _HTTP_APP = "streamable_http_app"
 
 
 def _wrap_http_app(owner: Any, middleware: NegotiationMiddleware) -> None:
-    """Make the server's `streamable_http_app()` return its app inside `negotiation_asgi`."""
+    """Make the server's `streamable_http_app()` record the refusals the SDK makes itself.
+
+    The SDK's app is a Starlette app, and users go on calling `add_middleware` or reading
+    `routes` on it: the recorder is added as its middleware, so it stays one. Anything else
+    is wrapped in `negotiation_asgi`.
+    """
     current = getattr(owner, _HTTP_APP, None)
     if current is None or isinstance(current, wrapt.FunctionWrapper):
         return
 
     def build_app(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        return negotiation_asgi(wrapped(*args, **kwargs), middleware.policy)
+        app = wrapped(*args, **kwargs)
+        if not isinstance(app, Starlette):
+            return negotiation_asgi(app, middleware.policy)
+        try:
+            app.add_middleware(RefusalRecorder, policy=middleware.policy)
+        except Exception:  # telemetry only: the app serves without it
+            logger.warning("mcp_negotiation: cannot record the SDK's own refusals on this app", exc_info=True)
+        return app
 
     setattr(owner, _HTTP_APP, wrapt.FunctionWrapper(current, build_app))
 
