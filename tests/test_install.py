@@ -22,6 +22,8 @@ from mcp_negotiation import (
     negotiate,
     negotiated,
     negotiation_of,
+    require,
+    requires,
     uninstrument,
 )
 
@@ -136,6 +138,16 @@ def test_policy_mistakes_raise_at_construction() -> None:
         Policy(min_revision="2026-07-28", max_revision="2025-11-25")
     with pytest.raises(ValueError, match="unknown client capability"):
         Policy(required_capabilities=("telepathy",))
+
+
+@pytest.mark.parametrize("name", ["bogus", "tools", "structured_output", ""])
+def test_requires_and_require_refuse_a_name_no_client_can_have(name: str) -> None:
+    # A misspelt name would refuse every call for good; a server-side row is not a client's.
+    with pytest.raises(ValueError, match=f"unknown client capability in requires\\(\\): {name!r}"):
+        requires("sampling", name)
+    with pytest.raises(ValueError, match=f"unknown client capability in require\\(\\): {name!r}"):
+        require(name)
+    assert callable(requires("sampling", "elicitation.url", "io.x/y", "experimental.z"))
 
 
 def test_http_app_is_wrapped_once_and_unwrapped_by_uninstrument() -> None:

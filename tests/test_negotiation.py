@@ -161,6 +161,21 @@ def test_policy_advertise_other_values_raise(value: str) -> None:
         Policy(advertise=value)  # type: ignore[arg-type]
 
 
+def test_policy_withhold_takes_one_name_or_many_and_checks_them() -> None:
+    assert Policy(withhold="sampling").withhold == {"sampling"}  # type: ignore[arg-type]
+    names = {"sampling.tools", "logging", "io.x/y", "experimental.foo"}  # server-side rows too
+    assert Policy(withhold=frozenset(names)).withhold == names
+    for bad in ("bogus", "sampling.foo", "", 5):
+        with pytest.raises(ValueError, match=f"unknown feature in withhold: {bad!r}"):
+            Policy(withhold=frozenset({bad}))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field", ["today", "removal_date"])
+def test_policy_dates_must_be_dates(field: str) -> None:
+    with pytest.raises(TypeError, match=f"{field} must be a datetime.date; got '2027-08-01'"):
+        Policy(**{field: "2027-08-01"})  # type: ignore[arg-type]
+
+
 def test_policy_negative_months_raise_at_construction() -> None:
     with pytest.raises(ValueError, match="negative"):
         Policy(months_since_deprecation=-1)
@@ -635,6 +650,28 @@ def test_without_session_knows_no_capabilities() -> None:
     assert n.outcome == "accepted"
     for name in [*revisions.FEATURES, "io.x/y", "experimental.x", "nope"]:
         assert n.supports(name) is False, name
+
+
+def test_a_missing_capability_says_why_when_the_client_may_have_declared_it() -> None:
+    ng = Negotiator(Policy(withhold=frozenset({"elicitation"})))
+    unknown = ng.without_session("2025-06-18", transport="http")
+    refusal = ng.missing_required(unknown, ["sampling"])
+    assert refusal is not None
+    assert refusal.message == (
+        "Missing required client capability: sampling"
+        " (its capabilities are unknown here: this transport keeps no handshake)"
+    )
+    declared = ng.initialize(init(caps={"sampling": {}, "elicitation": {}}))
+    refusal = ng.missing_required(declared, ["sampling", "elicitation.form", "roots"])
+    assert refusal is not None
+    assert refusal.message == (
+        "Missing required client capability: elicitation.form, roots"
+        " (elicitation.form withheld by the server's policy)"
+    )
+    assert ng.missing_required(declared, ["sampling"]) is None
+    refusal = ng.missing_required(declared, ["roots"])
+    assert refusal is not None
+    assert refusal.message == "Missing required client capability: roots"
 
 
 def test_without_session_counter_offers_an_unknown_revision() -> None:

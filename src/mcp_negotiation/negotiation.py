@@ -8,6 +8,7 @@ problem becomes a `Refusal` with the specification's code. The SDK adapter calls
 
 from __future__ import annotations
 
+import datetime
 import marshal
 import math
 from collections.abc import Iterable, Mapping
@@ -97,12 +98,28 @@ def _revision(value: Any, what: str) -> str:
     return value
 
 
-def _is_capability_name(name: str) -> bool:
-    """Whether `name` can be required of a client: a client-side row, an extension, `experimental.X`."""
+def _is_feature_name(name: object, *, client_only: bool) -> bool:
+    """Whether `name` is a feature `supports` knows: a row of the table (client-side rows only,
+    for what can be required of a client), an extension identifier, or `experimental.X`."""
+    if not isinstance(name, str):
+        return False
     if "/" in name or (name.startswith("experimental.") and len(name) > len("experimental.")):
         return True
     row = FEATURES.get(name)
-    return row is not None and row.side == "client"
+    return row is not None and (row.side == "client" or not client_only)
+
+
+def capability_names(names: str | Iterable[str], where: str) -> tuple[str, ...]:
+    """`names` as a tuple (one bare string is one name), each one a client capability.
+
+    A misspelt name would make every client lack it, refusing every request: it is a
+    configuration error, raised when the policy or the decorator is built.
+    """
+    result = (names,) if isinstance(names, str) else tuple(names)
+    for name in result:
+        if not _is_feature_name(name, client_only=True):
+            raise ValueError(f"unknown client capability in {where}: {name!r}")
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,21 +159,25 @@ class Policy:
                 raise ValueError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
         if self.advertise not in ("modern", "all"):
             raise ValueError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
-        required = (
-            (self.required_capabilities,)
-            if isinstance(self.required_capabilities, str)
-            else tuple(self.required_capabilities)
+        object.__setattr__(
+            self,
+            "required_capabilities",
+            capability_names(self.required_capabilities, "required_capabilities"),
         )
-        for name in required:
-            if not isinstance(name, str) or not _is_capability_name(name):
-                raise ValueError(f"unknown client capability in required_capabilities: {name!r}")
-        object.__setattr__(self, "required_capabilities", required)
         if self.ucp is not None:
             from .ucp.binding import UcpPolicy
 
             if not isinstance(self.ucp, UcpPolicy):
                 raise ValueError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
-        object.__setattr__(self, "withhold", frozenset(self.withhold))
+        withhold = frozenset((self.withhold,) if isinstance(self.withhold, str) else self.withhold)
+        for name in withhold:
+            if not _is_feature_name(name, client_only=False):
+                raise ValueError(f"unknown feature in withhold: {name!r}")
+        object.__setattr__(self, "withhold", withhold)
+        for name in ("removal_date", "today"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, datetime.date):  # (`date` is patched in tests)
+                raise TypeError(f"{name} must be a datetime.date; got {value!r}")
         if not self.accepted():
             raise ValueError("the policy accepts no revision: check min_revision and max_revision")
         self.withdrawn()  # a negative months_since_deprecation is a configuration error: raise now
@@ -375,12 +396,19 @@ class Negotiator:
     def missing_required(self, negotiation: Negotiation, names: Iterable[str]) -> Refusal | None:
         """A -32021 refusal when the client lacks any of `names`, else None."""
         wanted = tuple(names)
-        if all(supports(negotiation, name) for name in wanted):
+        missing = [name for name in wanted if not supports(negotiation, name)]
+        if not missing:
             return None
+        message = "Missing required client capability: " + ", ".join(missing)
+        # Say why, when the client may well have declared it: "missing" alone would mislead.
+        withheld = [name for name in missing if _is_withheld(name, negotiation.withheld)]
+        if not negotiation.capabilities_known:
+            message += " (its capabilities are unknown here: this transport keeps no handshake)"
+        elif withheld:
+            message += f" ({', '.join(withheld)} withheld by the server's policy)"
         return Refusal(
             MISSING_REQUIRED_CLIENT_CAPABILITY,
-            "Missing required client capability: "
-            + ", ".join(name for name in wanted if not supports(negotiation, name)),
+            message,
             {"requiredCapabilities": required_capabilities_object(wanted)},
         )
 

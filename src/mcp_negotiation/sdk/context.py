@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 from ..errors import Refusal
-from ..negotiation import Negotiation, Negotiator, supports
+from ..negotiation import Negotiation, Negotiator, capability_names, supports
 from ..ucp.binding import with_agreement
 from ..ucp.errors import INVALID_PROFILE_URL, UcpError
 from .compat import raise_refusal, tool_result
@@ -76,7 +76,14 @@ def client_supports(ctx: object, feature: str) -> bool:
 
 
 def require(*features: str) -> None:
-    """Refuse the current request with -32021 unless the client supports every feature."""
+    """Refuse the current request with -32021 unless the client supports every feature.
+
+    An unknown name raises `ValueError`: no client could ever have it.
+    """
+    _require(capability_names(features, "require()"))
+
+
+def _require(features: tuple[str, ...]) -> None:
     entry = _current.get()
     if entry is None:
         raise_refusal(Refusal(-32603, "mcp_negotiation: no negotiation for this request"))
@@ -155,24 +162,27 @@ def requires(*features: str) -> Callable[[_F], _F]:
 
     The call is refused with -32021 and `data.requiredCapabilities` when the client
     lacks any of them; the wrapped function keeps its signature, so the SDK still
-    derives the tool's input schema from it.
+    derives the tool's input schema from it. Place it below `@server.tool()`: the SDK
+    registers the function it is given, so above it the check would never run. An
+    unknown name raises `ValueError` here, when the module is imported.
     """
-    if not features or not all(isinstance(f, str) and f for f in features):
+    if not features:
         raise ValueError("requires() needs one or more capability names")
+    names = capability_names(features, "requires()")
 
     def decorate(fn: _F) -> _F:
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                require(*features)
+                _require(names)
                 return await fn(*args, **kwargs)
 
             return cast(_F, async_wrapper)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            require(*features)
+            _require(names)
             return fn(*args, **kwargs)
 
         return cast(_F, wrapper)
