@@ -47,6 +47,7 @@ EXECUTED = (
     "examples/ucp_negotiation_core.py",
     "src/mcp_negotiation/demo.py",
     "examples/mcp1_server.py",
+    "examples/lowlevel_server.py",
 )
 """Files the test suite executes; a docs block copied from one of them is tested there."""
 

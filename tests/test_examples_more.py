@@ -271,3 +271,48 @@ async def test_bridge_proxy_at_the_oldest_revision_cannot_relay_streaming() -> N
     assert made["served"] == ["tools"]
     assert made["withheld"]["progress.message"] == "downstream"
     assert made["withheld"]["elicitation"] == "downstream"
+
+
+# --- examples/lowlevel_server.py -----------------------------------------------------------
+
+
+async def _never_called(ctx: Any, params: Any) -> Any:
+    raise AssertionError("the lowlevel example only asks whether it could ask")
+
+
+DECLARED: dict[str, dict[str, Any]] = {
+    "nothing": {},
+    "sampling": {"sampling_callback": _never_called},
+    "elicitation": {"elicitation_callback": _never_called},
+    "both": {"sampling_callback": _never_called, "elicitation_callback": _never_called},
+}
+
+
+@pytest.mark.parametrize("declared", DECLARED)
+@pytest.mark.parametrize("mode", MODES)
+async def test_lowlevel_server_answers_client_supports_for_this_client(mode: str, declared: str) -> None:
+    async with Client(stdio_params("lowlevel_server.py"), mode=mode, **DECLARED[declared]) as client:
+        revision = client.protocol_version
+        listed = await client.list_tools()
+        answer = structured(await client.call_tool("what_can_i_ask", {}))
+        unknown = await client.call_tool("no_such_tool", {})
+    assert revision == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+    assert [tool.name for tool in listed.tools] == ["what_can_i_ask"]
+    assert answer == {
+        "revision": revision,
+        "transport": "stdio",
+        "sampling": declared in ("sampling", "both"),
+        "elicitation": declared in ("elicitation", "both"),
+    }
+    assert unknown.is_error
+
+
+async def test_lowlevel_server_answers_for_the_negotiated_revision() -> None:
+    # Both declared, but 2025-03-26 has no elicitation: only sampling is there to ask for.
+    async with (
+        open_streams("stdio", stdio_params("lowlevel_server.py")) as streams,
+        legacy_session(streams, "2025-03-26", {"sampling": {}, "elicitation": {}}) as (session, init),
+    ):
+        answer = structured(await session.call_tool("what_can_i_ask", {}))
+    assert init.protocol_version == "2025-03-26"
+    assert answer == {"revision": "2025-03-26", "transport": "stdio", "sampling": True, "elicitation": False}
