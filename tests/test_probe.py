@@ -158,3 +158,11 @@ def test_an_unusable_ucp_profile_is_a_bad_option(tmp_path: Path, content: str | 
     assert f"argument --ucp-profile: {error.format(platform)}" in done.stderr
     assert "probing" not in done.stderr  # refused before any server was started
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "soon"])
+def test_a_timeout_that_allows_no_answer_is_a_bad_option(value: str) -> None:
+    done = _probe("--timeout", value)
+    assert done.returncode == 2
+    assert "argument --timeout:" in done.stderr
+    assert "probing" not in done.stderr

@@ -35,6 +35,16 @@ def _capabilities(value: str) -> dict[str, Any]:
     return parsed
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not seconds > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds; got {value}")
+    return seconds
+
+
 def _platform_profile(path: str) -> Profile:
     """Read before probing: a file that cannot be used is a bad option, not a failed probe."""
     try:
@@ -68,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         help="negotiate UCP against this platform profile (JSON)",
     )
     probe.add_argument("--json", action="store_true", help="machine-readable output")
-    probe.add_argument("--timeout", type=float, default=20.0, help="seconds per revision (default 20)")
+    probe.add_argument("--timeout", type=_seconds, default=20.0, help="seconds per revision (default 20)")
     args = parser.parse_args(argv)
     if args.command != "probe":
         parser.print_help()
