@@ -582,7 +582,7 @@ def test_cache_is_bounded() -> None:
     first = ng.request(envelope(caps={"experimental": {"n": 0}}))
     for i in range(1, negotiation._CACHE_SIZE + 1):
         ng.request(envelope(caps={"experimental": {"n": i}}))
-    assert len(ng._modern_cache) == negotiation._CACHE_SIZE
+    assert len(ng._cache) == negotiation._CACHE_SIZE
     again = ng.request(envelope(caps={"experimental": {"n": 0}}))
     assert again is not first
     assert again == first
@@ -595,7 +595,7 @@ def test_large_envelopes_are_negotiated_but_not_cached() -> None:
     second = ng.request(envelope(caps=caps))
     assert first == second
     assert first is not second
-    assert not ng._modern_cache
+    assert not ng._cache
 
 
 def test_the_cache_tells_apart_what_json_tells_apart() -> None:
@@ -617,7 +617,7 @@ def test_mappings_that_are_not_dicts_are_negotiated_but_not_cached() -> None:
     first = ng.request(envelope(caps=caps))
     assert first.supports("sampling")
     assert ng.request(envelope(caps=caps)) is not first
-    assert not ng._modern_cache
+    assert not ng._cache
 
 
 def test_request_required_capabilities_apply_to_cached_records() -> None:
@@ -672,6 +672,27 @@ def test_a_missing_capability_says_why_when_the_client_may_have_declared_it() ->
     refusal = ng.missing_required(declared, ["roots"])
     assert refusal is not None
     assert refusal.message == "Missing required client capability: roots"
+
+
+def test_without_session_repeats_are_the_same_record() -> None:
+    ng = Negotiator(Policy())
+    agent = {"ucp-agent": 'profile="https://p.example/a.json"'}
+    first = ng.without_session("2025-06-18", transport="http", headers=agent)
+    assert ng.without_session("2025-06-18", transport="http", headers=dict(agent)) is first
+    assert ng.without_session("2025-11-25", transport="http", headers=agent) is not first
+    other = ng.without_session("2025-06-18", transport="http", headers={"ucp-agent": 'profile="b"'})
+    assert other is not first
+    assert other.headers == {"ucp-agent": 'profile="b"'}
+
+
+def test_records_made_with_huge_headers_are_not_cached() -> None:
+    huge = {"ucp-agent": "x" * negotiation._MAX_CACHED_ENVELOPE}
+    ng = Negotiator(Policy())
+    first = ng.without_session("2025-06-18", transport="http", headers=huge)
+    assert ng.without_session("2025-06-18", transport="http", headers=huge) is not first
+    modern = ng.request(envelope(), transport="http", headers=huge)
+    assert ng.request(envelope(), transport="http", headers=huge) is not modern
+    assert not ng._cache
 
 
 def test_without_session_counter_offers_an_unknown_revision() -> None:

@@ -275,15 +275,15 @@ def test_capability_work_stops_at_the_limit(spent: Counter[str], capabilities: A
         assert spent["values"] <= MAX_CAPABILITY_NODES + 1
 
 
-def test_modern_cache_stays_bounded() -> None:
+def test_cache_stays_bounded() -> None:
     negotiator = Negotiator(Policy())
     for i in range(3_000):
         negotiator.request(_envelope({"experimental": {f"client-{i}": {}}}))
     # Private, but it is the one structure that could grow with the number of clients.
-    assert len(negotiator._modern_cache) <= 1_024
+    assert len(negotiator._cache) <= 1_024
     big = _envelope({"experimental": {f"k{i}": {"v": "x" * 100} for i in range(700)}})
     negotiator.request(big)  # over 64 KiB of text: negotiated, never cached
-    assert all(len(key[2]) < 70_000 for key in negotiator._modern_cache)
+    assert all(len(key[2]) < 70_000 for key in negotiator._cache)
 
 
 def test_profile_and_header_work_stops_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:

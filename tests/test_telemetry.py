@@ -774,6 +774,30 @@ def test_ucp_attributes_reach_span_and_event(spans: InMemorySpanExporter) -> Non
     assert attrs(server_span) == server_attributes  # not an initialize: nothing corrected
 
 
+async def test_legacy_stateless_ucp_calls_are_traced_once_and_linked(spans: InMemorySpanExporter) -> None:
+    """Every POST is a fresh connection there, yet a repeated call is still a repeat."""
+    from harness import EXAMPLES
+    from mcp_negotiation.ucp import StaticResolver
+    from ucp_shop import build as shop
+
+    url = "https://platform.example/profile.json"
+    platform = json.loads((EXAMPLES / "ucp/platform_profile.json").read_text())
+    server = shop(StaticResolver({url: platform}))
+    arguments = {"items": ["tea"], "meta": {"ucp-agent": {"profile": url}}}
+    with target("http-stateless", server=server) as where:
+        async with legacy("http-stateless", where, "2025-11-25", {}) as session:
+            for _ in range(3):
+                assert structured(await session.call_tool("create_checkout", arguments))["status"]
+    finished = spans.get_finished_spans()
+    (ours,) = [s for s in named(finished, SPAN_NAME) if attrs(s)["mcp.method.name"] == "tools/call"]
+    assert attrs(ours)["ucp.version"] == platform["ucp"]["version"]
+    calls = [s for s in finished if s.kind is SpanKind.SERVER and attrs(s)["mcp.method.name"] == "tools/call"]
+    assert len(calls) == 3
+    assert _assert_is_child_of_server_span(ours, finished) is calls[0]
+    for later in calls[1:]:
+        assert [link.context.span_id for link in later.links] == [ours.context.span_id]
+
+
 def test_only_the_sdk_initialize_span_is_corrected(spans: InMemorySpanExporter) -> None:
     negotiator = Negotiator(Policy())
     tracer = trace.get_tracer("tests")

@@ -63,7 +63,8 @@ _DATE_RECHECK_SECONDS: Final = 60.0
 """How often an unpinned clock is read again: `date.today()` costs a microsecond, too
 much for every request, and a deprecation closing a minute late harms no one."""
 _MAX_CACHED_ENVELOPE: Final = 65_536
-"""Envelopes whose encoding is longer than this are negotiated but not cached (bounded memory)."""
+"""Envelopes whose encoding and headers together are longer than this are negotiated but not
+cached (bounded memory)."""
 
 Transport = Literal["stdio", "http", "memory", "unknown"]
 Outcome = Literal["accepted", "counter_offered"]
@@ -338,7 +339,8 @@ class Negotiator:
 
     One instance serves one server. Modern requests repeat the same envelope, so their
     records are cached by the envelope's text (bounded, least recently inserted first
-    out); a cache hit costs a dictionary lookup.
+    out); a cache hit costs a dictionary lookup. Legacy stateless requests are cached the
+    same way, by revision and headers, so that their repeats are recognised as such too.
     """
 
     def __init__(self, policy: Policy) -> None:
@@ -355,7 +357,7 @@ class Negotiator:
         self._accepted_legacy = tuple(r for r in self.accepted if revisions.era(r) == "legacy")
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
         self._degraded = {r: self._degraded_at(r) for r in self.accepted}
-        self._modern_cache: BoundedCache[tuple[Any, ...], Negotiation] = BoundedCache(_CACHE_SIZE)
+        self._cache: BoundedCache[tuple[Any, ...], Negotiation] = BoundedCache(_CACHE_SIZE)
 
     @property
     def withdrawn(self) -> frozenset[str]:
@@ -482,11 +484,10 @@ class Negotiator:
             record = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
         else:
             key = (transport, withdrawn, text, *headers.items())
-            cached = self._modern_cache.get(key)
+            cached = self._cache.get(key)
             if cached is None:
                 cached = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
-                if len(text) <= _MAX_CACHED_ENVELOPE:
-                    self._modern_cache.put(key, cached)
+                self._keep(key, cached, len(text), headers)
             record = cached
         return self._check_required(record) if check_required else record
 
@@ -524,9 +525,14 @@ class Negotiator:
         Legacy stateless HTTP builds a fresh connection per POST: what the client
         declared at `initialize` is gone, so capabilities are unknown, not absent.
         """
+        withdrawn = self.withdrawn
+        key = (transport, withdrawn, protocol_version, *headers.items())  # (a str: never a modern key)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
         known = protocol_version in self._accepted_legacy
         agreed = protocol_version if known else (self._accepted_legacy or self.accepted)[-1]
-        return Negotiation(
+        record = Negotiation(
             era="legacy",
             protocol_version=agreed,
             requested_version=protocol_version,
@@ -534,6 +540,13 @@ class Negotiator:
             capabilities_known=False,
             outcome="accepted" if known else "counter_offered",
             degraded=self._degraded.get(agreed, frozenset()),
-            withheld=self.withdrawn,
+            withheld=withdrawn,
             headers=headers,
         )
+        self._keep(key, record, len(protocol_version), headers)
+        return record
+
+    def _keep(self, key: tuple[Any, ...], record: Negotiation, size: int, headers: Mapping[str, str]) -> None:
+        """Cache `record` unless what it was made from is too big to keep 1,024 of."""
+        if size + sum(map(len, headers.values())) <= _MAX_CACHED_ENVELOPE:
+            self._cache.put(key, record)
