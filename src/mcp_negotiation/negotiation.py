@@ -208,11 +208,11 @@ class Negotiation:
 
     `protocol_version` is the revision actually agreed (after any counter-offer);
     `requested_version` is what the client asked for. `client_capabilities` is the raw,
-    read-only map with unknown keys kept. `capabilities_known` is False where the
-    transport keeps nothing between requests (legacy stateless HTTP): unknown is not
-    absent, and `supports` answers False there. `degraded` lists server features lost
-    at this revision compared with the newest accepted revision of the same era;
-    `withheld` lists features the policy withdrew.
+    read-only map with unknown keys kept. `capabilities_known` is False where no
+    handshake is known (legacy stateless HTTP, or a client the SDK serves after no or a
+    refused `initialize`): unknown is not absent, and `supports` answers False there.
+    `degraded` lists server features lost at this revision compared with the newest
+    accepted revision of the same era; `withheld` lists features the policy withdrew.
     """
 
     era: Era
