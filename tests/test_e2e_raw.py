@@ -86,3 +86,28 @@ async def test_bad_modern_request_is_refused_then_the_next_served(
         assert refused.value.error.code == code
         served = await send("tools/call", _call(GOOD))
         assert served["structuredContent"]["client_capabilities"] == {"sampling": {}}
+
+
+@pytest.mark.parametrize("kind", ["memory", "stdio"])
+async def test_a_client_served_after_a_refused_initialize_has_unknown_capabilities(kind: str) -> None:
+    """The SDK serves a client that sends `initialized` after a refused `initialize`: nothing was agreed."""
+    import mcp_types as types
+
+    from harness import initialize_params
+
+    target = build() if kind == "memory" else demo_params()
+    async with open_streams(kind, target) as streams, ClientSession(streams[0], streams[1]) as session:
+        with pytest.raises(MCPError) as refused:
+            await session.send_request(
+                RawRequest(method="initialize", params=initialize_params("9" * 65, {"sampling": {}})),
+                AnyResult,
+            )
+        assert refused.value.error.code == -32602
+        await session.send_notification(types.InitializedNotification())
+        served = await session.send_request(
+            RawRequest(method="tools/call", params={"name": "negotiation", "arguments": {}}), AnyResult
+        )
+    record = served.model_dump(by_alias=True)["structuredContent"]
+    assert record["era"] == "legacy"
+    assert record["capabilities_known"] is False
+    assert record["supports"]["sampling"] is False  # declared in the refused handshake: not agreed
