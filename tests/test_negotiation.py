@@ -659,7 +659,7 @@ def test_a_missing_capability_says_why_when_the_client_may_have_declared_it() ->
     assert refusal is not None
     assert refusal.message == (
         "Missing required client capability: sampling"
-        " (its capabilities are unknown here: this transport keeps no handshake)"
+        " (its capabilities are unknown: no handshake is known for this request)"
     )
     declared = ng.initialize(init(caps={"sampling": {}, "elicitation": {}}))
     refusal = ng.missing_required(declared, ["sampling", "elicitation.form", "roots"])

@@ -175,9 +175,9 @@ class Policy:
             if not _is_feature_name(name, client_only=False):
                 raise ValueError(f"unknown feature in withhold: {name!r}")
         object.__setattr__(self, "withhold", withhold)
-        for name in ("removal_date", "today"):
+        for name in ("removal_date", "today"):  # `datetime.date`: tests may swap this module's `date`
             value = getattr(self, name)
-            if value is not None and not isinstance(value, datetime.date):  # (`date` is patched in tests)
+            if value is not None and not isinstance(value, datetime.date):
                 raise TypeError(f"{name} must be a datetime.date; got {value!r}")
         if not self.accepted():
             raise ValueError("the policy accepts no revision: check min_revision and max_revision")
@@ -405,7 +405,7 @@ class Negotiator:
         # Say why, when the client may well have declared it: "missing" alone would mislead.
         withheld = [name for name in missing if _is_withheld(name, negotiation.withheld)]
         if not negotiation.capabilities_known:
-            message += " (its capabilities are unknown here: this transport keeps no handshake)"
+            message += " (its capabilities are unknown: no handshake is known for this request)"
         elif withheld:
             message += f" ({', '.join(withheld)} withheld by the server's policy)"
         return Refusal(
