@@ -22,12 +22,20 @@ import trustme
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from harness import EXAMPLES, legacy_session, open_streams, serve_http, structured
-from mcp_negotiation.ucp import UCP_EXTENSION_ID, UCP_SESSION_KEY, HttpsProfileResolver
+from mcp_negotiation import Policy, negotiate, requires_ucp
+from mcp_negotiation.ucp import (
+    UCP_EXTENSION_ID,
+    UCP_SESSION_KEY,
+    HttpsProfileResolver,
+    StaticResolver,
+    UcpPolicy,
+)
 from profile_server import ProfileServer, Route, Tls
-from ucp_shop import CHECKOUT, build
+from ucp_shop import BUSINESS_PROFILE, CHECKOUT, build
 
 pytestmark = pytest.mark.anyio
 
@@ -295,3 +303,36 @@ async def test_a_slow_profile_host_does_not_stall_other_clients(tls: Tls, platfo
             assert slow_result == []  # still waiting on its host, while the other was served
             gate.set()
     assert slow_result[0]["ucp"]["capabilities"] == AGREED
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_every_discovery_error_offers_the_continue_url(mode: str) -> None:
+    """From reading the URL to resolving it, and in `@requires_ucp`, the web fallback goes along."""
+    known = "https://platform.example/profile.json"
+    platform = json.loads((EXAMPLES / "ucp/platform_profile.json").read_text())
+    web = "https://shop.example/checkout"
+    ucp = UcpPolicy(
+        business_profile=BUSINESS_PROFILE, resolver=StaticResolver({known: platform}), continue_url=web
+    )
+    server = negotiate(MCPServer("shop"), Policy(ucp=ucp))
+
+    @server.tool()
+    @requires_ucp(CHECKOUT)
+    async def create_checkout(items: list[str], ctx: Context) -> dict[str, Any]:
+        return {"items": items}
+
+    cases = {
+        "http://platform.example/profile.json": ("invalid_profile_url", "https"),
+        "https://platform.example/unknown.json": ("profile_unreachable", ""),
+        None: ("invalid_profile_url", "none was given"),
+    }
+    async with Client(server, mode=mode) as client:
+        for url, (code, says) in cases.items():
+            arguments: dict[str, Any] = {"items": ["tea"]}
+            if url is not None:
+                arguments["meta"] = {"ucp-agent": {"profile": url}}
+            data = await _refused_with(client.call_tool("create_checkout", arguments), code)
+            assert says in data["content"]
+            assert data["continue_url"] == web
+        served = structured(await client.call_tool("create_checkout", _meta_args(known)))
+    assert served["items"] == ["tea"]

@@ -106,7 +106,8 @@ def _scoped_ucp(root: str) -> tuple[Negotiation, Negotiator] | _Incompatible:
     agreement = entry[0].ucp if entry is not None else None
     if entry is None or agreement is None:
         missing = UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
-        error = missing.to_jsonrpc_error()
+        ucp_policy = entry[1].policy.ucp if entry is not None else None
+        error = (ucp_policy.offered(missing) if ucp_policy is not None else missing).to_jsonrpc_error()
         raise_refusal(Refusal(error["code"], error["message"], error["data"]))
     try:
         scoped = agreement.for_operation(root)

@@ -41,7 +41,6 @@ from ..ucp.binding import (
     UCP_EXTENSION_ID,
     UcpNegotiator,
     advertisement,
-    platform_profile_url,
     session_profile_url,
 )
 from ..ucp.errors import UcpError
@@ -216,13 +215,8 @@ class NegotiationMiddleware:
         """The record with this call's UCP agreement, when the call names a platform profile."""
         state = seams.connection_state(ctx)
         try:
-            url = platform_profile_url(
-                ctx.params,
-                headers,
-                session_default=state.get(UCP_STATE_KEY) if state is not None else None,
-                legacy_meta=ucp.policy.legacy_meta,
-            )
-            return record if url is None else await ucp.scope(record, url)
+            default = state.get(UCP_STATE_KEY) if state is not None else None
+            return await ucp.for_call(record, ctx.params, headers, session_default=default)
         except UcpError as failure:
             error = failure.to_jsonrpc_error()
             self._refuse(ctx, Refusal(error["code"], error["message"], error["data"]), started)

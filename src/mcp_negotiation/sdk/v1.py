@@ -33,7 +33,7 @@ import wrapt
 from .. import revisions, telemetry
 from ..errors import NegotiationRefused, NegotiationUnavailable, Refusal
 from ..negotiation import Negotiation, Negotiator, Policy, Transport
-from ..ucp.binding import UcpNegotiator, platform_profile_url, session_profile_url
+from ..ucp.binding import UcpNegotiator, session_profile_url
 from ..ucp.errors import UcpError
 from .compat import PENDING_REFUSALS
 from .context import _current
@@ -196,12 +196,7 @@ async def _with_ucp(
 ) -> Negotiation:
     raw = _dump(request.params)
     try:
-        url = platform_profile_url(
-            raw, headers, session_default=_session_profiles.get(session), legacy_meta=ucp.policy.legacy_meta
-        )
-        if url is None:
-            return record
-        scoped = await ucp.scope(record, url)
+        scoped = await ucp.for_call(record, raw, headers, session_default=_session_profiles.get(session))
     except UcpError as failure:
         error = failure.to_jsonrpc_error()
         _trace_refusal(
@@ -213,7 +208,8 @@ async def _with_ucp(
             transport,
         )
         raise
-    telemetry.record_negotiation("tools/call", scoped, holder.policy, time.perf_counter() - started)
+    if scoped.ucp is not None:  # (None: the call named no platform, and nothing was negotiated)
+        telemetry.record_negotiation("tools/call", scoped, holder.policy, time.perf_counter() - started)
     return scoped
 
 

@@ -67,6 +67,10 @@ class UcpPolicy:
     business: Profile = field(init=False, repr=False)
     fetcher: ProfileResolver = field(init=False, repr=False)
 
+    def offered(self, failure: UcpError) -> UcpError:
+        """`failure` as the platform is told it: with the business's web fallback, if any."""
+        return failure.with_continue_url(self.continue_url) if self.continue_url else failure
+
     def __post_init__(self) -> None:
         source = self.business_profile
         if isinstance(source, Profile):
@@ -183,6 +187,22 @@ class UcpNegotiator:
         self.policy = policy
         self._agreements: BoundedCache[str, tuple[Profile, UcpAgreement]] = BoundedCache(_AGREEMENT_CACHE)
 
+    async def for_call(
+        self, record: Negotiation, params: Any, headers: Mapping[str, str], *, session_default: Any = None
+    ) -> Negotiation:
+        """`record` with the agreement for the platform a `tools/call` names, if it names one.
+
+        Every failure, from reading the URL to agreeing, raises `UcpError` with the
+        business's `continue_url` when one is configured.
+        """
+        try:
+            url = platform_profile_url(
+                params, headers, session_default=session_default, legacy_meta=self.policy.legacy_meta
+            )
+            return record if url is None else await self.scope(record, url)
+        except UcpError as failure:
+            raise self.policy.offered(failure) from None
+
     async def scope(self, record: Negotiation, url: str) -> Negotiation:
         """`record` with the agreement with the platform at `url`; raises `UcpError` on failure."""
         return with_agreement(record, await self.agree(url))
@@ -207,7 +227,6 @@ class UcpNegotiator:
                 return known[1]
             agreement = negotiate_capabilities(self.policy.business, platform)
         except UcpError as failure:
-            continue_url = self.policy.continue_url
-            raise failure.with_continue_url(continue_url) if continue_url else failure from None
+            raise self.policy.offered(failure) from None
         self._agreements.put(url, (platform, agreement))
         return agreement
