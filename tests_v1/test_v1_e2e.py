@@ -14,10 +14,19 @@ import anyio
 import mcp.types as types
 import pytest
 from harness_v1 import seen, serve_http, server_params, session
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared.exceptions import McpError
 from v1_server import build
 
-from mcp_negotiation import NegotiationUnavailable, Policy, instrument, negotiate, revisions, uninstrument
+from mcp_negotiation import (
+    NegotiationUnavailable,
+    Policy,
+    instrument,
+    negotiate,
+    require,
+    revisions,
+    uninstrument,
+)
 from mcp_negotiation.sdk import MCP_MAJOR
 from mcp_negotiation.sdk.v1 import is_negotiated, missing_targets, sdk_revisions
 
@@ -235,3 +244,39 @@ async def test_the_documented_1x_example_runs_over_stdio() -> None:
     block = result.content[0]
     assert isinstance(block, types.TextContent)
     assert block.text == "Hello Ada (I could ask you for more)"
+
+
+async def test_stateful_http_records_the_session_id() -> None:
+    with serve_http(build().streamable_http_app()) as url:
+        async with session("http", url, NEWEST) as (client, _):
+            first = seen(await client.call_tool("negotiation", {}))
+            second = seen(await client.call_tool("negotiation", {}))
+    assert isinstance(first["session_id"], str)
+    assert len(first["session_id"]) >= 16
+    assert second["session_id"] == first["session_id"]
+
+
+async def test_a_refusal_the_tool_catches_is_the_tools_answer() -> None:
+    server = negotiate(FastMCP("soft"), Policy())
+
+    @server.tool()
+    async def soft(ctx: Context) -> str:  # type: ignore[type-arg]
+        try:
+            require("sampling")
+        except McpError:
+            return "fallback"
+        return "sampled"
+
+    @server.tool()
+    async def hard(ctx: Context) -> str:  # type: ignore[type-arg]
+        require("sampling")
+        return "sampled"
+
+    async with session("memory", server, NEWEST) as (client, _):
+        answer = await client.call_tool("soft", {})
+        with pytest.raises(McpError) as refused:
+            await client.call_tool("hard", {})
+    block = answer.content[0]
+    assert isinstance(block, types.TextContent)
+    assert (answer.isError, block.text) == (False, "fallback")
+    assert refused.value.error.code == -32021

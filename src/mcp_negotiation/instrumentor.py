@@ -41,7 +41,7 @@ from .sdk import instrument, uninstrument
 
 __all__ = ["McpNegotiationInstrumentor"]
 
-_INSTRUMENTS: tuple[str, ...] = ("mcp >= 2.0",)
+_INSTRUMENTS: tuple[str, ...] = ("mcp >= 1.22",)
 
 
 class McpNegotiationInstrumentor(BaseInstrumentor):

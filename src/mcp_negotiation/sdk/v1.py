@@ -71,6 +71,11 @@ def _within_sdk(policy: Policy) -> Policy:
     newest = sdk_revisions()[-1]
     if policy.max_revision is not None and not revisions.is_at_least(policy.max_revision, newest):
         return policy
+    if policy.min_revision is not None and not revisions.is_at_least(newest, policy.min_revision):
+        raise ValueError(
+            f"min_revision {policy.min_revision} is newer than every revision mcp {_sdk_version()} "
+            f"serves (the newest is {newest}); no client could be served"
+        )
     return replace(policy, max_revision=newest)
 
 
@@ -166,17 +171,25 @@ async def _handle(
         # Stateless HTTP (a fresh session per POST) or a request before `initialize`.
         version = headers.get("mcp-protocol-version") or holder.negotiator.accepted[-1]
         record = holder.negotiator.without_session(version, transport=transport, headers=headers)
-    pending: list[Refusal] = []
+    elif record.session_id is None and http_request is not None:
+        # Stateful HTTP: the SDK routed this request to its session by this header, so it is
+        # the server's id. `initialize` carried none (the id comes with its answer).
+        session_id = http_request.headers.get("mcp-session-id")
+        if session_id:
+            record = _records[session] = replace(record, session_id=session_id)
     if holder.ucp is not None and type(request).__name__ == "CallToolRequest":
         try:
             record = await _with_ucp(
                 holder, holder.ucp, record, request, session, headers, started, transport
             )
         except UcpError as failure:
+            # Refused before the tool runs: it must not run at all.
+            handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
             error = failure.to_jsonrpc_error()
-            pending.append(Refusal(error["code"], error["message"], error["data"]))
+            await message.respond(_error_data(Refusal(error["code"], error["message"], error["data"])))
+            return None
     token = _current.set((record, holder.negotiator))
-    pending_token = PENDING_REFUSALS.set(pending)
+    pending_token = PENDING_REFUSALS.set([])
     try:
         return await handled
     finally:
@@ -215,10 +228,18 @@ async def _with_ucp(
 
 def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     pending = PENDING_REFUSALS.get()
-    if pending:
-        # A refusal raised inside the handler: answer it as the JSON-RPC error it is.
+    if pending and _failed(args[0] if args else kwargs.get("response")):
+        # A refusal raised inside the handler, which failed with it: answer it as the
+        # JSON-RPC error it is. A handler that caught the refusal and answered is answered.
         return wrapped(_error_data(pending[0]))
     return wrapped(*args, **kwargs)
+
+
+def _failed(response: Any) -> bool:
+    """Whether a handler failed: an error, or the error *result* 1.x makes of a tool's exception."""
+    if type(response).__name__ == "ErrorData":
+        return True
+    return getattr(getattr(response, "root", response), "isError", False) is True
 
 
 def _trace_refusal(
@@ -323,6 +344,9 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
 
 
 _default_policy: list[Policy] = []
+_original_init: list[Any] = []
+"""`Server.__init__` as it was while `instrument()` is active (kept apart from `_patched`,
+whose being non-empty means the targets are installed)."""
 
 
 def _after_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -337,13 +361,15 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
     policy = policy if policy is not None else Policy()
     from mcp.server.lowlevel.server import Server
 
-    first = not _default_policy
-    _default_policy[:] = [policy]
-    if first and not isinstance(vars(Server)["__init__"], wrapt.FunctionWrapper):
-        _patched.append((Server, "__init__", vars(Server)["__init__"]))
-        wrapt.wrap_function_wrapper(Server, "__init__", _after_init)
+    _within_sdk(policy)  # a policy no server could serve fails here, not in every constructor
+    if not _install_targets(policy):
+        return
     for server in servers:
         negotiate(server, policy)
+    _default_policy[:] = [policy]
+    if not _original_init:
+        _original_init.append(vars(Server)["__init__"])
+        wrapt.wrap_function_wrapper(Server, "__init__", _after_init)
 
 
 def uninstrument(*servers: Any) -> None:
@@ -351,11 +377,8 @@ def uninstrument(*servers: Any) -> None:
     from mcp.server.lowlevel.server import Server
 
     _default_policy.clear()
-    for index, (owner, name, original) in enumerate(_patched):
-        if owner is Server and name == "__init__":
-            setattr(owner, name, original)
-            del _patched[index]
-            break
+    if _original_init:
+        setattr(Server, "__init__", _original_init.pop())  # noqa: B010 - mypy refuses assigning a method
     for server in servers:
         lowlevel = _lowlevel(server)
         if lowlevel is not None:
