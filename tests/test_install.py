@@ -131,6 +131,27 @@ def test_an_object_without_the_seam_is_left_untouched_with_a_warning(
         negotiate(thing, Policy(strict=True))
 
 
+def test_instrument_in_strict_mode_raises_for_a_server_without_the_seam(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_negotiation.sdk import seams
+
+    with pytest.raises(NegotiationUnavailable):
+        instrument(Policy(strict=True), object())
+    assert not _ours(Server("built-after-a-failed-instrument"))  # nothing was left instrumented
+    monkeypatch.setattr(seams, "middleware_list", lambda server: None)  # an SDK without the seam
+    instrument(Policy(strict=True))
+    try:
+        with pytest.raises(NegotiationUnavailable, match="no SDK middleware list"):
+            Server("strict")
+        instrument(Policy())
+        with caplog.at_level(logging.WARNING, logger="mcp_negotiation"):
+            Server("lenient")
+        assert "Server has no SDK middleware list" in caplog.text
+    finally:
+        uninstrument()
+
+
 def test_policy_mistakes_raise_at_construction() -> None:
     with pytest.raises(ValueError, match="min_revision"):
         Policy(min_revision="zzz")

@@ -97,9 +97,11 @@ def _wrap_http_app(owner: Any, middleware: NegotiationMiddleware) -> None:
 
 def _after_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     result = wrapped(*args, **kwargs)
-    if _DEFAULT_POLICY and seams.middleware_list(instance) is not None:
+    if _DEFAULT_POLICY:
         try:
             negotiate(instance, _DEFAULT_POLICY[-1])
+        except NegotiationUnavailable:
+            raise  # strict mode: the clear error the user asked for
         except Exception:
             logger.exception("mcp_negotiation: could not negotiate a new server (ignored)")
     return result
@@ -121,6 +123,8 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
     patching its constructor reaches them all.
     """
     policy = policy if policy is not None else Policy()
+    for server in servers:  # first: one that cannot be negotiated leaves nothing instrumented
+        negotiate(server, policy)
     _DEFAULT_POLICY[:] = [policy]
     if not _INSTRUMENTED:
         for cls in _server_classes():
@@ -132,8 +136,6 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
             if policy.strict:
                 raise NegotiationUnavailable(message)
             logger.warning(message)
-    for server in servers:
-        negotiate(server, policy)
 
 
 def uninstrument(*servers: Any) -> None:
