@@ -804,12 +804,22 @@ def test_only_the_sdk_initialize_span_is_corrected(spans: InMemorySpanExporter) 
     with tracer.start_as_current_span("user work", attributes={"mcp.protocol.version": "mine"}):
         record = negotiator.initialize(initialize_params("2025-06-18", {}))
         telemetry.record_negotiation("initialize", record, Policy(), 0.0)
-    with tracer.start_as_current_span("initialize", attributes={"mcp.method.name": "initialize"}):
+    client_attributes = {"mcp.method.name": "initialize", "mcp.protocol.version": "2025-11-25"}
+    with tracer.start_as_current_span(
+        "MCP send initialize", kind=SpanKind.CLIENT, attributes=client_attributes
+    ):
+        record = negotiator.initialize(initialize_params("2025-06-18", {}))
+        telemetry.record_negotiation("initialize", record, Policy(), 0.0)
+    with tracer.start_as_current_span(
+        "initialize", kind=SpanKind.SERVER, attributes={"mcp.method.name": "initialize"}
+    ):
         record = negotiator.initialize(initialize_params("2025-06-18", {}))
         telemetry.record_negotiation("initialize", record, Policy(), 0.0)
     finished = spans.get_finished_spans()
     (user,) = named(finished, "user work")
+    (client,) = named(finished, "MCP send initialize")
     (sdk_like,) = named(finished, "initialize")
+    assert attrs(client)["mcp.protocol.version"] == "2025-11-25"  # an in-process client's own span
     assert attrs(user)["mcp.protocol.version"] == "mine"
     assert len(events_named(user, SPAN_NAME)) == 1  # the event is still added
     assert attrs(sdk_like)["mcp.protocol.version"] == "2025-06-18"

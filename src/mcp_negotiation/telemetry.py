@@ -204,11 +204,16 @@ def span_attributes(
 def _is_sdk_initialize_span(span: Any) -> bool:
     """Whether `span` is the SDK's SERVER span of an `initialize` (safe to correct).
 
-    Only spans whose attributes can be read (the SDK's own spans) and that say they are
-    an `initialize` qualify: a user's span or an ASGI server span is never rewritten.
+    Only SERVER spans whose attributes can be read (the SDK's own spans) and that say
+    they are an `initialize` qualify: a user's span, an ASGI server span, or the client's
+    span of an in-process client (current when no server span was opened) is never rewritten.
     """
     attributes = getattr(span, "attributes", None)
-    return isinstance(attributes, Mapping) and attributes.get("mcp.method.name") == "initialize"
+    return (
+        getattr(span, "kind", None) is SpanKind.SERVER
+        and isinstance(attributes, Mapping)
+        and attributes.get("mcp.method.name") == "initialize"
+    )
 
 
 def _metric_labels(era: str, protocol_version: Any, outcome: str) -> Labels:
