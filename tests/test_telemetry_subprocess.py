@@ -144,7 +144,7 @@ def test_instrumentor_in_process() -> None:
         return [m for m in server.middleware if isinstance(m, NegotiationMiddleware)]
 
     instrumentor = McpNegotiationInstrumentor()
-    assert tuple(instrumentor.instrumentation_dependencies()) == ("mcp >= 2.0",)
+    assert tuple(instrumentor.instrumentation_dependencies()) == ("mcp >= 1.22",)  # both majors
     assert get_dependency_conflicts(instrumentor.instrumentation_dependencies()) is None
     assert not ours(MCPServer("before"))
     policy = Policy(min_revision="2025-06-18")
