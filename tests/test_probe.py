@@ -166,3 +166,14 @@ def test_a_timeout_that_allows_no_answer_is_a_bad_option(value: str) -> None:
     assert done.returncode == 2
     assert "argument --timeout:" in done.stderr
     assert "probing" not in done.stderr
+
+
+def test_a_server_whose_output_is_not_json_rpc_did_not_speak_mcp() -> None:
+    """The SDK's client skips such lines; the probe stops after one revision instead of five timeouts."""
+    chatter = "print('hello, not JSON-RPC', flush=True); import sys; sys.stdin.read()"
+    done = _probe("--timeout", "5", "--", sys.executable, "-c", chatter)
+    assert done.returncode == 2
+    said = "did not speak MCP: it wrote output that is not JSON-RPC and answered nothing in 5 s"
+    assert said in done.stderr
+    assert done.stderr.count("probing") == 1
+    assert "Traceback" not in done.stderr  # the SDK's per-line traceback is not the user's concern

@@ -10,6 +10,7 @@ server answered, never what it hopes.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sys
 import tempfile
@@ -32,6 +33,21 @@ from ..ucp import UCP_EXTENSION_ID, Profile, UcpError, negotiate_capabilities
 
 class ProbeError(Exception):
     """A failure a person can act on: the server could not be started or reached."""
+
+
+class _Unparsed:
+    """A `message_handler` noting output of the server's that was not JSON-RPC.
+
+    The SDK's client skips such lines and waits on; a server that never writes anything
+    else would only time out, revision after revision.
+    """
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    async def __call__(self, message: Any) -> None:
+        self.seen = self.seen or isinstance(message, Exception)
+        await anyio.lowlevel.checkpoint()
 
 
 class _RawRequest(types.Request[dict[str, Any], str]):
@@ -121,7 +137,7 @@ def _refusal(failure: BaseException) -> MCPError | None:
 
 
 async def _probe_legacy(
-    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO
+    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO, unparsed: _Unparsed
 ) -> Row:
     params = {
         "protocolVersion": revision,
@@ -129,7 +145,10 @@ async def _probe_legacy(
         "clientInfo": {"name": "mcp-negotiation-probe", "version": "1"},
     }
     try:
-        async with _transport(target, errlog) as streams, ClientSession(streams[0], streams[1]) as session:
+        async with (
+            _transport(target, errlog) as streams,
+            ClientSession(streams[0], streams[1], message_handler=unparsed) as session,
+        ):
             request = _RawRequest(method="initialize", params=params)
             result = await session.send_request(request, types.InitializeResult)
     except Exception as failure:
@@ -149,11 +168,13 @@ async def _probe_legacy(
 
 
 async def _probe_modern(
-    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO
+    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO, unparsed: _Unparsed
 ) -> Row:
     try:
         options = _client_options(capabilities)
-        async with Client(_transport(target, errlog), mode=revision, **options) as client:
+        async with Client(
+            _transport(target, errlog), mode=revision, message_handler=unparsed, **options
+        ) as client:
             discover = _RawRequest(method="server/discover", params={})
             found = await client.session.send_request(discover, types.DiscoverResult)
             await client.list_tools()
@@ -192,16 +213,22 @@ async def probe(
     if isinstance(target, list) and shutil.which(target[0]) is None:
         raise ProbeError(f"server command not found: {target[0]}")
     rows: list[Row] = []
+    unparsed = _Unparsed()
     with tempfile.TemporaryFile("w+") as errlog:
         for revision in revisions.KNOWN:
             progress(f"probing {revision} …")
             try:
                 with anyio.fail_after(seconds):
                     if revisions.era(revision) == "legacy":
-                        rows.append(await _probe_legacy(target, revision, capabilities, errlog))
+                        rows.append(await _probe_legacy(target, revision, capabilities, errlog, unparsed))
                     else:
-                        rows.append(await _probe_modern(target, revision, capabilities, errlog))
+                        rows.append(await _probe_modern(target, revision, capabilities, errlog, unparsed))
             except TimeoutError:
+                if unparsed.seen:
+                    raise ProbeError(
+                        f"{_named(target)} did not speak MCP: it wrote output that is not JSON-RPC "
+                        f"and answered nothing in {seconds:g} s"
+                    ) from None
                 rows.append(
                     Row(revision, revisions.era(revision), "timeout", error=f"no answer in {seconds:g} s")
                 )
@@ -212,6 +239,10 @@ async def probe(
     return rows
 
 
+def _named(target: str | list[str]) -> str:
+    return target if isinstance(target, str) else f"the server `{' '.join(target)}`"
+
+
 def _explain(target: str | list[str], failure: BaseException, stderr: str) -> str:
     text = " ".join(str(e) for e in getattr(failure, "exceptions", [failure])) or type(failure).__name__
     if isinstance(target, str):
@@ -220,8 +251,8 @@ def _explain(target: str | list[str], failure: BaseException, stderr: str) -> st
         return f"{target} did not answer as an MCP server ({text})"
     tail = "\n".join(stderr.strip().splitlines()[-10:])
     if _mcp_error(failure) is not None:
-        return f"the server `{' '.join(target)}` crashed; the end of its stderr:\n{tail or '(nothing)'}"
-    return f"the server `{' '.join(target)}` did not speak MCP ({text})"
+        return f"{_named(target)} crashed; the end of its stderr:\n{tail or '(nothing)'}"
+    return f"{_named(target)} did not speak MCP ({text})"
 
 
 def render(rows: list[Row]) -> str:
@@ -278,6 +309,9 @@ def run(
 ) -> int:
     """Probe, print, and return the exit status: 0 when everything asked for was served."""
     chosen = target or [sys.executable, "-m", "mcp_negotiation.demo"]
+    # The SDK's client logs a traceback for every line of a server's output that is not
+    # JSON-RPC; the probe says it in one line of its own (`_Unparsed`).
+    logging.getLogger("mcp.client.stdio").setLevel(logging.CRITICAL)
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
