@@ -6,7 +6,9 @@
 Platforms name their profile in `arguments.meta["ucp-agent"].profile` or the
 `UCP-Agent` header (on stdio, also once for the session, see docs/ucp-in-servers.md).
 Profiles are fetched over HTTPS; `--trust-ca` and `--allow-address` let a local test
-platform on 127.0.0.1 be used, which the default resolver refuses.
+platform on 127.0.0.1 be used, which the default resolver refuses. A platform at
+2026-01-23, the older version the shop still lists, is served what the shop served then:
+its profile for that version is pinned, so it is never fetched.
 """
 
 from __future__ import annotations
@@ -22,12 +24,18 @@ from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
 from mcp_negotiation.ucp import HttpsProfileResolver, ProfileResolver, UcpPolicy
 
 BUSINESS_PROFILE = Path(__file__).with_name("ucp") / "business_profile.json"
+OLDER_PROFILES = {"2026-01-23": Path(__file__).with_name("ucp") / "business_profile_2026-01-23.json"}
+"""What the shop served at the older version its profile still lists in `supported_versions`."""
 CHECKOUT = "dev.ucp.shopping.checkout"
 
 
 def build(resolver: ProfileResolver | None = None, *, legacy_meta: bool = False) -> MCPServer:
     ucp = UcpPolicy(
-        business_profile=BUSINESS_PROFILE, resolver=resolver, stamp_results=True, legacy_meta=legacy_meta
+        business_profile=BUSINESS_PROFILE,
+        supported_profiles=OLDER_PROFILES,
+        resolver=resolver,
+        stamp_results=True,
+        legacy_meta=legacy_meta,
     )
     server = negotiate(MCPServer("ucp-shop"), Policy(ucp=ucp))
 

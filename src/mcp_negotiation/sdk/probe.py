@@ -278,13 +278,23 @@ def ucp_outcome(rows: list[Row], platform: Profile) -> dict[str, Any]:
     """What a platform with the profile `platform` would agree with this server.
 
     Computed from the business profile the server advertises at its best served
-    revision, with the same negotiation the server runs for each call.
+    revision, with the same negotiation the server runs for each call. A platform at an
+    older version the business lists is negotiated against the business's profile for
+    that version, which the server does not advertise: the outcome names it instead.
     """
     advertised = next((r.ucp_advertised for r in reversed(rows) if r.served and r.ucp_advertised), None)
     if advertised is None:
         return {"error": "the server advertises no UCP profile"}
     try:
-        agreement = negotiate_capabilities(Profile.from_json({"ucp": advertised}), platform)
+        business = Profile.from_json({"ucp": advertised})
+        older = (
+            business.supported_versions.get(platform.version)
+            if platform.version != business.version
+            else None
+        )
+        if older is not None:
+            return {"version": platform.version, "business_profile": older}
+        agreement = negotiate_capabilities(business, platform)
     except UcpError as failure:
         return {"error": failure.code, "message": failure.message}
     return agreement.as_dict()
@@ -293,6 +303,11 @@ def ucp_outcome(rows: list[Row], platform: Profile) -> dict[str, Any]:
 def _render_ucp(outcome: dict[str, Any]) -> str:
     if "error" in outcome:
         return f"UCP: {outcome['error']}" + (f" ({outcome['message']})" if "message" in outcome else "")
+    if "business_profile" in outcome:
+        return (
+            f"UCP {outcome['version']}: an older version this business lists; it is negotiated against"
+            f" the business's profile for it ({outcome['business_profile']}), which this probe does not read"
+        )
     lines = [f"UCP {outcome['version']}:"]
     lines += [f"  agreed   {name} {version}" for name, version in sorted(outcome["capabilities"].items())]
     lines += [f"  dropped  {name} ({reason})" for name, reason in sorted(outcome["dropped"].items())]

@@ -35,8 +35,8 @@ from .negotiate import (
     UcpAgreement,
     negotiate_capabilities,
 )
-from .profile import CapabilityEntry, JsonValue, Profile, is_version
-from .resolver import HttpsProfileResolver, ProfileResolver, ProfileSource, StaticResolver, is_special_address
+from .profile import CapabilityEntry, JsonValue, Profile, ProfileSource, is_version
+from .resolver import HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
 
 __all__ = [
     "CAPABILITIES_INCOMPATIBLE",

@@ -10,16 +10,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from os import PathLike
+from types import MappingProxyType
 from typing import Any, Final
 
 from ..bounded import BoundedCache, IdentityCache
 from ..frozen_json import is_object
 from ..negotiation import Negotiation
-from .errors import INVALID_PROFILE_URL, PROFILE_UNREACHABLE, UcpError
+from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, VERSION_UNSUPPORTED, UcpError
 from .header import parse_ucp_agent, validate_profile_url
 from .negotiate import UcpAgreement, negotiate_capabilities
-from .profile import Profile
+from .profile import Profile, ProfileSource
 from .resolver import HttpsProfileResolver, ProfileResolver
 
 __all__ = [
@@ -57,30 +57,46 @@ class UcpPolicy:
     binding's `params._meta.ucp.profile`. `stamp_results` adds the negotiated `ucp`
     block to results of `@requires_ucp` tools returning a dict. `continue_url` is the
     web fallback offered with discovery errors.
+
+    `supported_profiles` pins the business's profiles for the older versions its
+    profile lists in `supported_versions` (version → profile, in any form
+    `business_profile` takes). A platform at an older version is negotiated against
+    the business profile for that version: the pinned one, else the one fetched by
+    `resolver` from the URL `supported_versions` gives, as the specification has it.
     """
 
-    business_profile: Profile | Mapping[str, Any] | str | PathLike[str]
+    business_profile: ProfileSource
     resolver: ProfileResolver | None = None
     legacy_meta: bool = False
     stamp_results: bool = False
     continue_url: str | None = None
+    supported_profiles: Mapping[str, ProfileSource] = field(default_factory=dict)
     business: Profile = field(init=False, repr=False)
     fetcher: ProfileResolver = field(init=False, repr=False)
+    pinned: Mapping[str, Profile] = field(init=False, repr=False)
 
     def offered(self, failure: UcpError) -> UcpError:
         """`failure` as the platform is told it: with the business's web fallback, if any."""
         return failure.with_continue_url(self.continue_url) if self.continue_url else failure
 
     def __post_init__(self) -> None:
-        source = self.business_profile
-        if isinstance(source, Profile):
-            business = source
-        elif isinstance(source, Mapping):
-            business = Profile.from_json(source)
-        else:
-            business = Profile.from_file(source)
+        business = Profile.load(self.business_profile)
+        pinned: dict[str, Profile] = {}
+        for version, source in self.supported_profiles.items():
+            if version not in business.supported_versions:
+                listed = ", ".join(sorted(business.supported_versions)) or "none"
+                raise ValueError(
+                    f"supported_profiles pins version {version!r}, which the business profile's"
+                    f" supported_versions does not list (it lists {listed})"
+                )
+            profile = pinned[version] = Profile.load(source)
+            if profile.version != version:
+                raise ValueError(
+                    f"the profile pinned for version {version} declares ucp.version {profile.version}"
+                )
         object.__setattr__(self, "business", business)
         object.__setattr__(self, "fetcher", self.resolver or HttpsProfileResolver())
+        object.__setattr__(self, "pinned", MappingProxyType(pinned))
 
 
 def _profile_in(value: Any) -> str | None:
@@ -185,7 +201,9 @@ class UcpNegotiator:
 
     def __init__(self, policy: UcpPolicy) -> None:
         self.policy = policy
-        self._agreements: BoundedCache[str, tuple[Profile, UcpAgreement]] = BoundedCache(_AGREEMENT_CACHE)
+        self._agreements: BoundedCache[str, tuple[Profile, Profile, UcpAgreement]] = BoundedCache(
+            _AGREEMENT_CACHE
+        )
 
     async def for_call(
         self, record: Negotiation, params: Any, headers: Mapping[str, str], *, session_default: Any = None
@@ -210,23 +228,62 @@ class UcpNegotiator:
     async def agree(self, url: str) -> UcpAgreement:
         """The agreement with the platform at `url`; raises `UcpError` on any failure."""
         try:
-            try:
-                platform = await self.policy.fetcher.resolve(url)
-                if not isinstance(platform, Profile):
-                    raise TypeError(f"the resolver returned a {type(platform).__name__}, not a Profile")
-            except UcpError:
-                raise
-            except Exception:
-                # A resolver is pluggable code: its bug or an unmapped I/O error must not reach the
-                # client as an internal error (nor leak its message); to the platform the profile
-                # could not be fetched.
-                logger.warning("mcp_negotiation: the profile resolver failed unexpectedly", exc_info=True)
-                raise UcpError(PROFILE_UNREACHABLE, "the platform profile could not be resolved") from None
+            platform = await _resolve(self.policy.fetcher, url)
+            business = self.policy.business
+            if platform.version != business.version and platform.version in business.supported_versions:
+                business = await self._business_at(platform.version)
             known = self._agreements.get(url)
-            if known is not None and known[0] is platform:
-                return known[1]
-            agreement = negotiate_capabilities(self.policy.business, platform)
+            if known is not None and known[0] is platform and known[1] is business:
+                return known[2]
+            agreement = negotiate_capabilities(business, platform)
         except UcpError as failure:
             raise self.policy.offered(failure) from None
-        self._agreements.put(url, (platform, agreement))
+        self._agreements.put(url, (platform, business, agreement))
         return agreement
+
+    async def _business_at(self, version: str) -> Profile:
+        """The business's profile for an older version it lists: pinned, else fetched.
+
+        A failure here is the business's, not the platform's, so it is logged for the
+        operator, and the platform is told only that the version cannot be served now.
+        """
+        pinned = self.policy.pinned.get(version)
+        if pinned is not None:
+            return pinned
+        url = self.policy.business.supported_versions[version]
+        try:
+            profile = await _resolve(self.policy.fetcher, url)
+            if profile.version != version:
+                raise UcpError(PROFILE_MALFORMED, f"it declares ucp.version {profile.version}")
+        except UcpError as failure:
+            logger.warning(
+                "mcp_negotiation: the business profile for UCP %s at %s is unusable (%s: %s);"
+                " pin it with UcpPolicy(supported_profiles=...)",
+                version,
+                url,
+                failure.code,
+                failure.message,
+            )
+            raise UcpError(
+                VERSION_UNSUPPORTED,
+                f"protocol version {version} is listed by this business, but its profile for that"
+                " version cannot be loaded now",
+            ) from None
+        return profile
+
+
+async def _resolve(resolver: ProfileResolver, url: str) -> Profile:
+    """`resolver`'s profile for `url`; any failure of the resolver's own is a `UcpError`."""
+    try:
+        profile = await resolver.resolve(url)
+        if not isinstance(profile, Profile):
+            raise TypeError(f"the resolver returned a {type(profile).__name__}, not a Profile")
+    except UcpError:
+        raise
+    except Exception:
+        # A resolver is pluggable code: its bug or an unmapped I/O error must not reach the
+        # client as an internal error (nor leak its message); to the platform the profile
+        # could not be fetched.
+        logger.warning("mcp_negotiation: the profile resolver failed unexpectedly", exc_info=True)
+        raise UcpError(PROFILE_UNREACHABLE, "the platform profile could not be resolved") from None
+    return profile

@@ -44,6 +44,7 @@ __all__ = [
     "CapabilityEntry",
     "JsonValue",
     "Profile",
+    "ProfileSource",
     "is_version",
 ]
 
@@ -66,6 +67,8 @@ MAX_PROFILE_BYTES: Final = 4 * 1024 * 1024
 
 JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | Mapping[str, JsonValue] | None"
 """Frozen JSON: objects become read-only mappings and arrays become tuples."""
+ProfileSource: TypeAlias = "Profile | Mapping[str, object] | str | PathLike[str]"
+"""A profile configured in code: already parsed, a decoded JSON document, or a path to a JSON file."""
 
 _DATE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
@@ -246,6 +249,15 @@ class Profile:
     def from_file(cls, path: str | PathLike[str]) -> Profile:
         """Read a profile from disk; blocking, so meant for start-up and pinned partners."""
         return cls.from_bytes(Path(path).read_bytes())
+
+    @classmethod
+    def load(cls, source: ProfileSource) -> Profile:
+        """A profile configured in code, in whichever form it was given (see `ProfileSource`)."""
+        if isinstance(source, Profile):
+            return source
+        if isinstance(source, Mapping):
+            return cls.from_json(source)
+        return cls.from_file(source)
 
 
 def _refuse_constant(name: str) -> None:

@@ -39,7 +39,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from os import PathLike
 from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
@@ -53,7 +52,7 @@ else:
 
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, UcpError, UcpErrorCode
 from .header import validate_profile_url
-from .profile import Profile
+from .profile import Profile, ProfileSource
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
@@ -65,15 +64,12 @@ __all__ = [
     "MIN_TTL",
     "HttpsProfileResolver",
     "ProfileResolver",
-    "ProfileSource",
     "StaticResolver",
     "is_special_address",
 ]
 
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
-ProfileSource: TypeAlias = "Profile | Mapping[str, object] | str | PathLike[str]"
-"""A pinned profile: already parsed, a decoded JSON document, or a path to a JSON file."""
 
 DEFAULT_MAX_BODY_BYTES: Final = 256 * 1024
 MIN_BODY_CAP: Final = 128 * 1024
@@ -119,14 +115,6 @@ class ProfileResolver(Protocol):
     async def resolve(self, url: str) -> Profile: ...
 
 
-def _load(source: ProfileSource) -> Profile:
-    if isinstance(source, Profile):
-        return source
-    if isinstance(source, Mapping):
-        return Profile.from_json(source)
-    return Profile.from_file(source)
-
-
 class StaticResolver:
     """Profiles known in advance: pinned partners, pre-approved platforms, tests.
 
@@ -135,7 +123,7 @@ class StaticResolver:
     """
 
     def __init__(self, profiles: Mapping[str, ProfileSource]) -> None:
-        self._profiles = {validate_profile_url(url): _load(source) for url, source in profiles.items()}
+        self._profiles = {validate_profile_url(url): Profile.load(source) for url, source in profiles.items()}
 
     async def resolve(self, url: str) -> Profile:
         profile = self._profiles.get(validate_profile_url(url))
