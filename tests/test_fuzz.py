@@ -55,7 +55,7 @@ from mcp_negotiation.ucp import (
     platform_profile_url,
 )
 from profile_server import ProfileServer, Route, make_tls
-from ucp_shop import BUSINESS_PROFILE
+from ucp_shop import BUSINESS_PROFILE, OLDER_PROFILES
 from ucp_shop import build as build_shop
 
 HANG = 60.0
@@ -70,6 +70,15 @@ GOOD_INIT = {
     "clientInfo": {"name": "good", "version": "1"},
 }
 BUSINESS = Profile.from_file(BUSINESS_PROFILE)
+BUSINESS_AT = {version: Profile.from_file(path) for version, path in OLDER_PROFILES.items()}
+"""The shop's pinned profiles for the older versions it lists: what a platform at one meets."""
+
+
+def _agreement(platform: Profile) -> dict[str, Any]:
+    """The agreement the shop makes with `platform`, as the core computes it."""
+    return negotiate_capabilities(BUSINESS_AT.get(platform.version, BUSINESS), platform).as_dict()
+
+
 PLATFORM_A = "https://platform-a.example/profile.json"
 PLATFORM_B = "https://platform-b.example/profile.json"
 PLATFORMS = {
@@ -547,7 +556,7 @@ def _expected_ucp(arguments: Any, headers: dict[str, str]) -> dict[str, Any] | s
     if platform is None:
         return "profile_unreachable"
     try:
-        return negotiate_capabilities(BUSINESS, platform).as_dict()
+        return _agreement(platform)
     except UcpError as failure:
         return failure.code
 
@@ -715,7 +724,7 @@ def _expected_profile(body: bytes, cap: int) -> dict[str, Any] | str:
     if len(body) > cap:
         return "profile_malformed"
     try:
-        return negotiate_capabilities(BUSINESS, Profile.from_bytes(body)).as_dict()
+        return _agreement(Profile.from_bytes(body))
     except UcpError as failure:
         return failure.code
 
