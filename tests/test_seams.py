@@ -21,7 +21,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from harness import ROOT, legacy_session, open_streams, serve_http, structured
-from mcp_negotiation import NegotiationMiddleware, negotiate, revisions
+from mcp_negotiation import NegotiationMiddleware, current_negotiation, negotiate, revisions
 from mcp_negotiation.sdk import install, seams
 from servers import seams_server
 
@@ -100,6 +100,40 @@ def test_place_moves_an_item_behind_the_span_opener_and_reports_it() -> None:
     empty: list[object] = []
     assert seams.place(empty, ours)
     assert empty == [ours]
+
+
+def test_place_keeps_a_middleware_the_user_put_between_the_opener_and_ours() -> None:
+    otel = _otel()()
+    ours, gatekeeper = object(), object()
+    chain: list[object] = [otel, gatekeeper, ours]
+    assert not seams.place(chain, ours)
+    assert chain == [otel, gatekeeper, ours]
+
+
+async def test_a_gatekeeper_inserted_before_negotiation_still_runs_first() -> None:
+    """Auth or rate limiting put ahead of negotiation must not be moved behind it."""
+    server = negotiate(MCPServer("gated"))
+    chain = seams.middleware_list(server)
+    assert chain is not None
+    seen: list[bool] = []
+
+    async def gatekeeper(ctx: Any, call_next: Any) -> Any:
+        seen.append(current_negotiation() is not None)
+        return await call_next(ctx)
+
+    chain.insert(seams.span_opener_position(chain), gatekeeper)
+    order = list(chain)
+
+    @server.tool()
+    def echo(x: int) -> int:
+        return x
+
+    async with Client(server, mode="legacy") as client:
+        await client.call_tool("echo", {"x": 1})
+        await client.call_tool("echo", {"x": 2})
+    assert chain == order
+    assert seen  # it ran, and never after negotiation had published a record
+    assert not any(seen)
 
 
 @pytest.mark.parametrize(("module_name", "imported_by_us"), install._STDIO_SITES)

@@ -127,11 +127,15 @@ def _opens_server_span(item: Any) -> bool:
 
 
 def place(chain: list[Any], item: Any) -> bool:
-    """Put `item` right after the span opener in `chain`; True when it moved (or arrived)."""
+    """Put `item` right after the span opener in `chain`; True when it moved (or arrived).
+
+    An item already inside the span, anywhere after the opener, stays where it is: a
+    middleware the user put between the two (auth, rate limits) meant to run first.
+    """
     present = [index for index, candidate in enumerate(chain) if candidate is item]
     rest = [candidate for candidate in chain if candidate is not item]
     wanted = span_opener_position(rest)
-    if present == [wanted]:
+    if len(present) == 1 and present[0] >= wanted:
         return False
     chain[:] = rest
     chain.insert(wanted, item)
