@@ -157,9 +157,11 @@ class NegotiationMiddleware:
             record = self._stored(ctx)
         else:
             era = revisions.era(ctx.protocol_version)
-            # On the modern path `initialize` is a removed method: it is negotiated like any
-            # request, and the SDK answers -32601.
-            handshake = ctx.method == "initialize" and era != "modern"
+            handshake = ctx.method == "initialize"
+            if handshake and era == "modern":
+                # A removed method in this era, which needs no envelope: the SDK's own -32601,
+                # as an unwrapped server answers it, not a verdict on what it never had to carry.
+                return await call_next(ctx)
             if handshake:
                 record = self._negotiated(ctx, started, self._handshake, ctx)
             else:
