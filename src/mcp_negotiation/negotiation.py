@@ -35,12 +35,15 @@ __all__ = [
     "CLIENT_INFO_KEY",
     "MAX_CAPABILITY_DEPTH",
     "MAX_CAPABILITY_NODES",
+    "MAX_REVISION_LENGTH",
+    "MAX_STRING_LENGTH",
     "PROTOCOL_VERSION_KEY",
     "Negotiation",
     "Negotiator",
     "Outcome",
     "Policy",
     "Transport",
+    "policy_given",
     "required_capabilities_object",
     "supports",
     "thaw",
@@ -332,6 +335,19 @@ def required_capabilities_object(names: Iterable[str]) -> dict[str, Any]:
         # Boolean flags (listChanged, subscribe) are declared as true; capabilities as objects.
         node.setdefault(last, True if last in {"listChanged", "subscribe"} else {})
     return result
+
+
+def policy_given(policy: object, who: str) -> Policy:
+    """`policy`, or the default one for None; anything else is the caller's mistake.
+
+    Caught here, where the call is made: accepted, a server (say) would only fail later,
+    on every request, as a logged error far from the line that caused it.
+    """
+    if policy is None:
+        return Policy()
+    if not isinstance(policy, Policy):
+        raise TypeError(f"{who} takes a mcp_negotiation.Policy, not {type(policy).__name__}")
+    return policy
 
 
 class Negotiator:

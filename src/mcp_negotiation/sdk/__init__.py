@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 from ..errors import NegotiationUnavailable
-from ..negotiation import Policy
+from ..negotiation import Policy, policy_given
 from .asgi import negotiation_asgi
 from .compat import MCP_MAJOR
 from .context import (
@@ -50,15 +50,22 @@ __all__ = [
 ]
 
 _S = TypeVar("_S")
+_P = ParamSpec("_P")
 
 
-def negotiated(policy: Policy | None = None) -> Callable[[Callable[..., _S]], Callable[..., _S]]:
-    """Decorate a function that builds and returns a server, so the server is negotiated."""
+def negotiated(policy: Policy | None = None) -> Callable[[Callable[_P, _S]], Callable[_P, _S]]:
+    """Decorate a function that builds and returns a server, so the server is negotiated.
 
-    def decorate(build: Callable[..., _S]) -> Callable[..., _S]:
+    Written `@negotiated()` or `@negotiated(Policy(...))`.
+    """
+    if callable(policy):
+        raise TypeError("write @negotiated() or @negotiated(Policy(...)), with the parentheses")
+    checked = policy_given(policy, "negotiated(policy)")
+
+    def decorate(build: Callable[_P, _S]) -> Callable[_P, _S]:
         @functools.wraps(build)
-        def wrapper(*args: Any, **kwargs: Any) -> _S:
-            return negotiate(build(*args, **kwargs), policy)
+        def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _S:
+            return negotiate(build(*args, **kwargs), checked)
 
         return wrapper
 

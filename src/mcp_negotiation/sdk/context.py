@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
@@ -32,6 +33,8 @@ __all__ = [
     "requires",
     "requires_ucp",
 ]
+
+logger = logging.getLogger("mcp_negotiation")
 
 _current: ContextVar[tuple[Negotiation, Negotiator] | None] = ContextVar(
     "mcp_negotiation.current", default=None
@@ -80,6 +83,8 @@ def require(*features: str) -> None:
 
     An unknown name raises `ValueError`: no client could ever have it.
     """
+    if not features:
+        raise ValueError("require() needs one or more capability names")
     _require(capability_names(features, "require()"))
 
 
@@ -103,6 +108,12 @@ class _Incompatible:
 def _scoped_ucp(root: str) -> tuple[Negotiation, Negotiator] | _Incompatible:
     """The current record narrowed to one UCP operation, or the result refusing it."""
     entry = _current.get()
+    if entry is not None and entry[1].policy.ucp is None:
+        # The server's mistake, not the platform's: it must not be told it sent no profile.
+        logger.error(
+            "mcp_negotiation: @requires_ucp(%r) on a server whose Policy has no ucp=UcpPolicy()", root
+        )
+        raise_refusal(Refusal(-32603, "this server is not configured for UCP"))
     agreement = entry[0].ucp if entry is not None else None
     if entry is None or agreement is None:
         missing = UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
@@ -169,6 +180,8 @@ def requires(*features: str) -> Callable[[_F], _F]:
     """
     if not features:
         raise ValueError("requires() needs one or more capability names")
+    if callable(features[0]):
+        raise TypeError("write @requires('name', ...) with the names it needs, in parentheses")
     names = capability_names(features, "requires()")
 
     def decorate(fn: _F) -> _F:

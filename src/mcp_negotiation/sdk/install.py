@@ -20,7 +20,7 @@ import wrapt
 from starlette.applications import Starlette
 
 from ..errors import NegotiationUnavailable
-from ..negotiation import Policy
+from ..negotiation import Policy, policy_given
 from . import seams
 from .asgi import RefusalRecorder, negotiation_asgi
 from .middleware import NegotiationMiddleware
@@ -46,7 +46,7 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     Accepts an `MCPServer`, a lowlevel `Server`, or a `fastmcp.FastMCP`. Applying it
     again replaces the policy and installs nothing twice.
     """
-    policy = policy if policy is not None else Policy()
+    policy = policy_given(policy, "negotiate(server, policy)")
     chain = seams.middleware_list(server)
     if chain is None:
         message = (
@@ -122,7 +122,7 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
     High-level servers (MCPServer, FastMCP) build a lowlevel `Server` inside, so
     patching its constructor reaches them all.
     """
-    policy = policy if policy is not None else Policy()
+    policy = policy_given(policy, "instrument(policy, *servers)")
     for server in servers:  # first: one that cannot be negotiated leaves nothing instrumented
         negotiate(server, policy)
     _DEFAULT_POLICY[:] = [policy]

@@ -32,7 +32,7 @@ import wrapt
 
 from .. import revisions, telemetry
 from ..errors import NegotiationRefused, NegotiationUnavailable, Refusal
-from ..negotiation import Negotiation, Negotiator, Policy, Transport
+from ..negotiation import Negotiation, Negotiator, Policy, Transport, policy_given
 from ..ucp.binding import UcpNegotiator, session_profile_url
 from ..ucp.errors import UcpError
 from .compat import PENDING_REFUSALS
@@ -330,7 +330,7 @@ def _lowlevel(server: Any) -> Any | None:
 
 def negotiate(server: _S, policy: Policy | None = None) -> _S:
     """Negotiate every request of an mcp 1.x `FastMCP` or lowlevel `Server`; returns it."""
-    policy = policy if policy is not None else Policy()
+    policy = policy_given(policy, "negotiate(server, policy)")
     lowlevel = _lowlevel(server)
     if lowlevel is None:
         message = f"mcp_negotiation: {type(server).__name__} is not an mcp 1.x server; left untouched"
@@ -358,7 +358,7 @@ def _after_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 
 def instrument(policy: Policy | None = None, *servers: Any) -> None:
     """Negotiate every mcp 1.x lowlevel server built from now on (and `servers`)."""
-    policy = policy if policy is not None else Policy()
+    policy = policy_given(policy, "instrument(policy, *servers)")
     from mcp.server.lowlevel.server import Server
 
     _within_sdk(policy)  # a policy no server could serve fails here, not in every constructor
