@@ -6,6 +6,7 @@ as a refusal that blames the client.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from typing import Any
 
@@ -24,7 +25,11 @@ from mcp_negotiation import (
     requires_ucp,
     uninstrument,
 )
+from mcp_negotiation.errors import Refusal
+from mcp_negotiation.negotiation import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, Negotiator
 from mcp_negotiation.sdk import install
+from mcp_negotiation.ucp import CapabilityEntry, Profile, UcpPolicy, negotiate_capabilities
+from ucp_shop import BUSINESS_PROFILE
 
 pytestmark = pytest.mark.anyio
 
@@ -93,3 +98,60 @@ async def test_requires_ucp_without_a_ucp_policy_blames_the_server(
     assert refused.value.error.code == -32603
     assert refused.value.error.message == "this server is not configured for UCP"
     assert any("has no ucp=UcpPolicy" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"today": datetime.datetime(2026, 11, 30, 12, 0)}, "today must be a datetime.date"),
+        ({"removal_date": datetime.datetime(2027, 1, 1)}, "removal_date must be a datetime.date"),
+        ({"months_since_deprecation": "3"}, "months_since_deprecation must be a whole number"),
+        ({"months_since_deprecation": True}, "months_since_deprecation must be a whole number"),
+    ],
+)
+def test_policy_dates_and_months_of_the_wrong_type(options: dict[str, Any], says: str) -> None:
+    with pytest.raises(TypeError, match=says):
+        Policy(**options)
+
+
+# -- what a caller keeps cannot change a record, a refusal or a profile afterwards --------------
+
+
+def test_a_callers_headers_cannot_rewrite_a_cached_record() -> None:
+    negotiator = Negotiator(Policy())
+    headers = {"mcp-protocol-version": "2026-07-28"}
+    meta = {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}
+    record = negotiator.request(meta, transport="http", headers=headers)
+    headers["mcp-protocol-version"] = "CHANGED"
+    assert record.headers == {"mcp-protocol-version": "2026-07-28"}
+    assert (
+        negotiator.request(meta, transport="http", headers={"mcp-protocol-version": "2026-07-28"}) is record
+    )
+
+
+def test_an_amended_jsonrpc_error_leaves_the_refusal_alone() -> None:
+    refusal = Refusal(-32021, "missing", {"requiredCapabilities": {"sampling": {}}, "supported": ["a"]})
+    error = refusal.to_jsonrpc_error()
+    error["data"]["requiredCapabilities"]["sampling"] = "MUTATED"
+    error["data"]["supported"].append("b")
+    assert refusal.data == {"requiredCapabilities": {"sampling": {}}, "supported": ["a"]}
+
+
+def test_a_profile_built_directly_negotiates_like_one_read_from_json() -> None:
+    checkout, fulfillment = "dev.ucp.shopping.checkout", "dev.ucp.shopping.fulfillment"
+    config = {"regions": ["eu"]}
+    entry = CapabilityEntry("2026-04-08", extends=checkout, config=config)  # type: ignore[arg-type]
+    business = Profile("2026-04-08", {checkout: [CapabilityEntry("2026-04-08")], fulfillment: [entry]})  # type: ignore[dict-item]
+    config["regions"].append("us")
+    assert entry.extends == (checkout,)
+    assert entry.config == {"regions": ("eu",)}
+    assert isinstance(business.capabilities[fulfillment], tuple)
+    agreement = negotiate_capabilities(business, business)
+    assert agreement.capabilities == {checkout: "2026-04-08", fulfillment: "2026-04-08"}
+
+
+def test_ucp_policies_built_alike_are_equal() -> None:
+    assert UcpPolicy(business_profile=BUSINESS_PROFILE) == UcpPolicy(business_profile=BUSINESS_PROFILE)
+    assert Policy(ucp=UcpPolicy(business_profile=BUSINESS_PROFILE)) == Policy(
+        ucp=UcpPolicy(business_profile=BUSINESS_PROFILE)
+    )

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .frozen_json import thaw
+
 __all__ = [
     "HEADER_MISMATCH",
     "INVALID_PARAMS",
@@ -39,10 +41,11 @@ class Refusal:
     data: Mapping[str, Any] | None = field(default=None)
 
     def to_jsonrpc_error(self) -> dict[str, Any]:
-        """The `error` member of a JSON-RPC response."""
+        """The `error` member of a JSON-RPC response, a deep copy: whoever amends it (the
+        SDK, a middleware) cannot reach the refusal, which telemetry and logs still read."""
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.data is not None:
-            error["data"] = dict(self.data)
+            error["data"] = thaw(self.data)
         return error
 
 

@@ -80,9 +80,10 @@ def freeze(
 
 
 def thaw(value: Any) -> Any:
-    """Plain, mutable JSON from what `freeze` made, for logs, results and output."""
+    """Plain, mutable JSON from what `freeze` made (or a copy of plain JSON), for logs,
+    results and output: nothing in it is shared with `value`."""
     if isinstance(value, Mapping):
         return {key: thaw(item) for key, item in value.items()}
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list):
         return [thaw(item) for item in value]
     return value

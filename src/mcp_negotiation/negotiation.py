@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from time import monotonic
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from . import revisions
 from .bounded import BoundedCache
@@ -29,6 +29,10 @@ from .errors import (
 )
 from .frozen_json import MARSHAL_VERSION, Budget, NotFreezable, freeze, is_object, thaw
 from .revisions import FEATURES, Era
+
+if TYPE_CHECKING:  # the UCP package imports this module: only type checkers may go the other way
+    from .ucp.binding import UcpPolicy
+    from .ucp.negotiate import UcpAgreement
 
 __all__ = [
     "CLIENT_CAPABILITIES_KEY",
@@ -154,7 +158,7 @@ class Policy:
     strict: bool = False
     record_client_identity: bool = False
     trace_every_request: bool = False
-    ucp: Any = None
+    ucp: UcpPolicy | None = None
 
     def __post_init__(self) -> None:
         for name in ("min_revision", "max_revision"):
@@ -180,8 +184,13 @@ class Policy:
         object.__setattr__(self, "withhold", withhold)
         for name in ("removal_date", "today"):  # `datetime.date`: tests may swap this module's `date`
             value = getattr(self, name)
-            if value is not None and not isinstance(value, datetime.date):
-                raise TypeError(f"{name} must be a datetime.date; got {value!r}")
+            # A datetime is a date to isinstance, but does not compare with one.
+            is_day = isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)
+            if value is not None and not is_day:
+                raise TypeError(f"{name} must be a datetime.date (a day, not a datetime); got {value!r}")
+        months = self.months_since_deprecation
+        if months is not None and (isinstance(months, bool) or not isinstance(months, int)):
+            raise TypeError(f"months_since_deprecation must be a whole number of months; got {months!r}")
         if not self.accepted():
             raise ValueError("the policy accepts no revision: check min_revision and max_revision")
         self.withdrawn()  # a negative months_since_deprecation is a configuration error: raise now
@@ -230,7 +239,13 @@ class Negotiation:
     withheld: frozenset[str] = frozenset()
     headers: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     session_id: str | None = None
-    ucp: Any = None
+    ucp: UcpAgreement | None = None
+
+    def __post_init__(self) -> None:
+        # Records are cached and shared between requests: a caller's headers dict, kept by
+        # reference, would let one later edit rewrite every request that shares the record.
+        if type(self.headers) is not MappingProxyType:
+            object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
 
     @property
     def client_name(self) -> str | None:

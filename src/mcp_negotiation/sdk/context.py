@@ -154,14 +154,15 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
                 result = await fn(*args, **kwargs)
             finally:
                 _current.reset(token)
-            ucp_policy = scoped[1].policy.ucp
+            ucp_policy, agreement = scoped[1].policy.ucp, scoped[0].ucp
             if (
                 ucp_policy is not None
                 and ucp_policy.stamp_results
+                and agreement is not None
                 and isinstance(result, dict)
                 and "ucp" not in result
             ):
-                result = {**result, "ucp": scoped[0].ucp.to_ucp_block(root)}
+                result = {**result, "ucp": agreement.to_ucp_block(root)}
             return result
 
         return cast(_F, wrapper)

@@ -71,9 +71,10 @@ class UcpPolicy:
     stamp_results: bool = False
     continue_url: str | None = None
     supported_profiles: Mapping[str, ProfileSource] = field(default_factory=dict)
-    business: Profile = field(init=False, repr=False)
-    fetcher: ProfileResolver = field(init=False, repr=False)
-    pinned: Mapping[str, Profile] = field(init=False, repr=False)
+    # Derived from the fields above, so not compared: two policies built alike are equal.
+    business: Profile = field(init=False, repr=False, compare=False)
+    fetcher: ProfileResolver = field(init=False, repr=False, compare=False)
+    pinned: Mapping[str, Profile] = field(init=False, repr=False, compare=False)
 
     def offered(self, failure: UcpError) -> UcpError:
         """`failure` as the platform is told it: with the business's web fallback, if any."""

@@ -120,6 +120,20 @@ class CapabilityEntry:
     extends: tuple[str, ...] = ()
     config: Mapping[str, JsonValue] | None = None
 
+    def __post_init__(self) -> None:
+        # Built directly, an entry gets the same shapes `from_json` gives it: a string
+        # `extends` walked letter by letter would orphan every extension.
+        if isinstance(self.extends, str):
+            object.__setattr__(self, "extends", (self.extends,))
+        elif not isinstance(self.extends, tuple):
+            object.__setattr__(self, "extends", tuple(self.extends))
+        if self.config is not None and not isinstance(self.config, MappingProxyType):
+            try:
+                frozen = freeze(self.config, Budget(MAX_CONFIG_NODES), max_depth=MAX_CONFIG_DEPTH)
+            except NotFreezable as reason:
+                raise _malformed(f"capability config {reason}") from None
+            object.__setattr__(self, "config", frozen)
+
 
 def _entry(obj: object, where: str, budget: Budget) -> CapabilityEntry:
     if not isinstance(obj, Mapping):
@@ -210,8 +224,9 @@ class Profile:
     def __post_init__(self) -> None:
         # Direct construction may pass plain dicts; freeze them so no caller can mutate
         # a profile another request is negotiating against.
-        for name in ("capabilities", "supported_versions"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        entries_of = {name: tuple(entries) for name, entries in self.capabilities.items()}
+        object.__setattr__(self, "capabilities", MappingProxyType(entries_of))
+        object.__setattr__(self, "supported_versions", MappingProxyType(dict(self.supported_versions)))
         for name, entries in self.capabilities.items():
             versions = [entry.version for entry in entries]
             if len(set(versions)) != len(versions):
