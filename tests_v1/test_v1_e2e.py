@@ -280,3 +280,17 @@ async def test_a_refusal_the_tool_catches_is_the_tools_answer() -> None:
     assert isinstance(block, types.TextContent)
     assert (answer.isError, block.text) == (False, "fallback")
     assert refused.value.error.code == -32021
+
+
+async def test_negotiating_again_with_more_withheld_reaches_open_sessions() -> None:
+    """A session opened before `withhold` grew loses the feature too, as on mcp 2.x."""
+    server = build()
+    async with session("memory", server, NEWEST, CAPS) as (client, _):
+        assert seen(await client.call_tool("negotiation", {}))["supports"]["sampling"] is True
+        negotiate(server, Policy(withhold="sampling"))
+        record = seen(await client.call_tool("negotiation", {}))
+        with pytest.raises(McpError) as refused:
+            await client.call_tool("summarize", {"text": "hello"})
+    assert record["supports"]["sampling"] is False
+    assert record["withheld"] == ["sampling"]
+    assert refused.value.error.code == -32021

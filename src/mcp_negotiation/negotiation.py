@@ -12,7 +12,7 @@ import datetime
 import marshal
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from time import monotonic
 from types import MappingProxyType
@@ -401,6 +401,19 @@ class Negotiator:
                 self._withdrawn = self.policy.withdrawn()
                 self._withdrawn_on = today
         return self._withdrawn
+
+
+    def refreshed(self, record: Negotiation) -> Negotiation:
+        """A session's record with the features withdrawn *now*.
+
+        A legacy session outlives the day of its handshake (a removal date can pass while
+        it is open), and the policy applied again may withhold more: what no client may
+        get must not stay available to the clients that connected before.
+        """
+        withdrawn = self.withdrawn
+        if record.withheld is withdrawn or record.withheld == withdrawn:
+            return record
+        return replace(record, withheld=withdrawn)
 
     @property
     def supported_advertised(self) -> list[str]:

@@ -250,7 +250,12 @@ class NegotiationMiddleware:
     def _stored(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
         state = seams.connection_state(ctx)
         record = state.get(seams.STATE_KEY) if state is not None else None
-        return record if type(record) is Negotiation else None
+        if type(record) is not Negotiation:
+            return None
+        current = self.negotiator.refreshed(record)
+        if current is not record and state is not None:
+            state[seams.STATE_KEY] = current
+        return current
 
     def _negotiate_request(self, ctx: ServerRequestContext[Any, Any], era: str) -> Negotiation:
         transport, headers = _origin(ctx)

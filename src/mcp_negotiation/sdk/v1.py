@@ -171,12 +171,15 @@ async def _handle(
         # Stateless HTTP (a fresh session per POST) or a request before `initialize`.
         version = headers.get("mcp-protocol-version") or holder.negotiator.accepted[-1]
         record = holder.negotiator.without_session(version, transport=transport, headers=headers)
-    elif record.session_id is None and http_request is not None:
-        # Stateful HTTP: the SDK routed this request to its session by this header, so it is
-        # the server's id. `initialize` carried none (the id comes with its answer).
-        session_id = http_request.headers.get("mcp-session-id")
-        if session_id:
-            record = _records[session] = replace(record, session_id=session_id)
+    else:
+        record = holder.negotiator.refreshed(record)
+        if record.session_id is None and http_request is not None:
+            # Stateful HTTP: the SDK routed this request to its session by this header, so it
+            # is the server's id. `initialize` carried none (the id comes with its answer).
+            session_id = http_request.headers.get("mcp-session-id")
+            if session_id:
+                record = replace(record, session_id=session_id)
+        _records[session] = record
     if holder.ucp is not None and type(request).__name__ == "CallToolRequest":
         try:
             record = await _with_ucp(
