@@ -407,11 +407,48 @@ def test_required_capability_the_revision_lacks_is_missing() -> None:
     assert Negotiator(policy).initialize(init("2025-11-25", caps)).outcome == "accepted"
 
 
-def test_required_capability_withdrawn_by_the_window_is_missing() -> None:
-    policy = Policy(required_capabilities=("sampling",), months_since_deprecation=12)
-    refusal = refusal_of(lambda: Negotiator(policy).initialize(init(caps={"sampling": {}})))
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"months_since_deprecation": 12}, "which the policy withholds"),
+        ({"withhold": "sampling"}, "which the policy withholds"),
+        (
+            {"max_revision": "2024-11-05", "required": "elicitation"},
+            "which no accepted revision .2024-11-05 to 2024-11-05. has",
+        ),
+        ({"min_revision": "2026-07-28", "required": "roots.listChanged"}, "which no accepted revision"),
+    ],
+)
+def test_a_required_capability_no_client_could_be_served_is_a_configuration_error(
+    options: dict[str, Any], says: str
+) -> None:
+    required = options.pop("required", "sampling")
+    with pytest.raises(ValueError, match=f"required_capabilities names '{required}', {says}"):
+        Policy(required_capabilities=(required,), **options)
+
+
+def test_required_capability_withdrawn_when_the_window_closes_later_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = fake_clock(monkeypatch, date(2027, 7, 27))
+    negotiator = Negotiator(Policy(required_capabilities=("sampling",)))
+    clock.today = date(2027, 7, 28)
+    clock.seconds += negotiation._DATE_RECHECK_SECONDS
+    refusal = refusal_of(lambda: negotiator.initialize(init(caps={"sampling": {}})))
     assert refusal.code == -32021
     assert refusal.data == {"requiredCapabilities": {"sampling": {}}}
+    assert "withheld by the server's policy" in refusal.message
+
+
+def test_a_refusal_for_a_feature_the_revision_lacks_says_so() -> None:
+    negotiator = Negotiator(Policy(min_revision="2025-03-26"))
+    record = negotiator.initialize(init(version="2025-03-26", caps={"elicitation": {}}))
+    refusal = negotiator.missing_required(record, ("elicitation",))
+    assert refusal is not None
+    assert (
+        refusal.message
+        == "Missing required client capability: elicitation (elicitation not in revision 2025-03-26)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types._v2026_07_28 as v2026
-from hypothesis import assume, given, settings
+from hypothesis import assume, given, reject, settings
 from hypothesis import strategies as st
 
 from mcp_negotiation import revisions
@@ -81,15 +81,22 @@ CLIENT_REQUIREMENTS = [*revisions.feature_names("client"), "io.x/y", "experiment
 @st.composite
 def policies(draw: st.DrawFn) -> Policy:
     low, high = draw(st.sampled_from(BOUNDS))
-    return Policy(
-        min_revision=draw(st.sampled_from([low, None])) if low == KNOWN[0] else low,
-        max_revision=draw(st.sampled_from([high, None])) if high == KNOWN[-1] else high,
-        required_capabilities=draw(
-            st.just(()) | st.lists(st.sampled_from(CLIENT_REQUIREMENTS), max_size=2).map(tuple)
-        ),
-        advertise=draw(st.sampled_from(["modern", "all"])),
-        months_since_deprecation=draw(st.sampled_from([None, 0, 11, 12, 40])),
-    )
+    try:
+        return Policy(
+            min_revision=draw(st.sampled_from([low, None])) if low == KNOWN[0] else low,
+            max_revision=draw(st.sampled_from([high, None])) if high == KNOWN[-1] else high,
+            required_capabilities=draw(
+                st.just(()) | st.lists(st.sampled_from(CLIENT_REQUIREMENTS), max_size=2).map(tuple)
+            ),
+            advertise=draw(st.sampled_from(["modern", "all"])),
+            months_since_deprecation=draw(st.sampled_from([None, 0, 11, 12, 40])),
+        )
+    except ValueError as contradiction:
+        # A requirement no accepted revision has, or one the policy withholds, would refuse
+        # every request: Policy refuses it at construction, so there is nothing to serve.
+        if not str(contradiction).startswith("required_capabilities names"):
+            raise
+        reject()
 
 
 def initialize_params() -> st.SearchStrategy[Any]:

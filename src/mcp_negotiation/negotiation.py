@@ -191,9 +191,20 @@ class Policy:
         months = self.months_since_deprecation
         if months is not None and (isinstance(months, bool) or not isinstance(months, int)):
             raise TypeError(f"months_since_deprecation must be a whole number of months; got {months!r}")
-        if not self.accepted():
+        accepted = self.accepted()
+        if not accepted:
             raise ValueError("the policy accepts no revision: check min_revision and max_revision")
-        self.withdrawn()  # a negative months_since_deprecation is a configuration error: raise now
+        withdrawn = self.withdrawn()  # a negative months_since_deprecation raises here
+        for name in self.required_capabilities:
+            # Either would refuse every request: a configuration error, like a misspelt name.
+            row = FEATURES.get(name)
+            if _is_withheld(name, withdrawn):
+                raise ValueError(f"required_capabilities names {name!r}, which the policy withholds")
+            if row is not None and not any(row.at(revision) for revision in accepted):
+                raise ValueError(
+                    f"required_capabilities names {name!r}, which no accepted revision"
+                    f" ({accepted[0]} to {accepted[-1]}) has"
+                )
 
     def accepted(self) -> tuple[str, ...]:
         """The revisions this policy serves, oldest first."""
@@ -448,10 +459,14 @@ class Negotiator:
         message = "Missing required client capability: " + ", ".join(missing)
         # Say why, when the client may well have declared it: "missing" alone would mislead.
         withheld = [name for name in missing if _is_withheld(name, negotiation.withheld)]
+        revision = negotiation.protocol_version
+        absent = [name for name in missing if name in FEATURES and not FEATURES[name].at(revision)]
         if not negotiation.capabilities_known:
             message += " (its capabilities are unknown: no handshake is known for this request)"
         elif withheld:
             message += f" ({', '.join(withheld)} withheld by the server's policy)"
+        elif absent:
+            message += f" ({', '.join(absent)} not in revision {revision})"
         return Refusal(
             MISSING_REQUIRED_CLIENT_CAPABILITY,
             message,
