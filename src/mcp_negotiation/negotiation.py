@@ -413,7 +413,6 @@ class Negotiator:
                 self._withdrawn_on = today
         return self._withdrawn
 
-
     def refreshed(self, record: Negotiation) -> Negotiation:
         """A session's record with the features withdrawn *now*.
 
