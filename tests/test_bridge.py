@@ -155,6 +155,17 @@ def test_feature_mapping_validation() -> None:
     with pytest.raises(ValueError, match="non-empty strings"):
         FeatureMapping("a2a", "mcp", {"": "tools"})
     assert FeatureMapping("a2a", "mcp", [("b", "y"), ("a", "x")]).pairs == (("a", "x"), ("b", "y"))
+    for bad in ("ab", [("a", "x", "extra")], [("a",)], 5):
+        with pytest.raises(TypeError, match="pairs must be a mapping or"):
+            FeatureMapping("a2a", "mcp", bad)  # type: ignore[arg-type]
+
+
+def test_an_untranslatable_feature_is_not_lost_behind_a_translated_one_of_its_name() -> None:
+    """`a` → `b` mapped: the upstream's own `b` has no counterpart, and must still be seen."""
+    mapping = FeatureMapping("a2a", "mcp", {"a": "b"})
+    agreement = agree(mcp("b"), a2a("a", "b"), mapping)
+    assert agreement.served == {"b"}
+    assert refusals(agreement) == {"a2a:b": RefusedBy.DOWNSTREAM}
 
 
 def test_a2a_mcp_pairs_only_honest_counterparts() -> None:
@@ -245,13 +256,15 @@ _A2A_NAMES = st.frozensets(
 
 def _after_mapping(agreement: Agreement) -> frozenset[str]:
     """Every feature either leg offered, named as `agree` names them."""
-    translated = frozenset(
-        A2A_MCP.translate(f, source=agreement.upstream.protocol) or f
-        if agreement.upstream.protocol is not agreement.downstream.protocol
-        else f
-        for f in agreement.upstream.features
-    )
-    return agreement.downstream.features | translated
+    upstream = agreement.upstream
+    if upstream.protocol is agreement.downstream.protocol:
+        return agreement.downstream.features | upstream.features
+    mapped = {f: A2A_MCP.translate(f, source=upstream.protocol) for f in upstream.features}
+    translated = {name for name in mapped.values() if name is not None}
+    untranslatable = {
+        f"{upstream.protocol.value}:{f}" if f in translated else f for f, n in mapped.items() if n is None
+    }
+    return agreement.downstream.features | translated | untranslatable
 
 
 def _check_partition(agreement: Agreement) -> None:

@@ -117,7 +117,8 @@ class Withheld:
     """A feature the bridge will not serve, and which side could not provide it.
 
     Named in the downstream's vocabulary when it has a word for it; an upstream feature
-    with no counterpart keeps its upstream name.
+    with no counterpart keeps its upstream name, qualified by its protocol (`a2a:b`) when
+    a translated feature already goes by that name.
     """
 
     feature: str
@@ -129,8 +130,9 @@ class Agreement:
     """Both legs, and what the bridge can therefore serve downstream.
 
     `served` and `withheld` never overlap, and together they cover every feature either
-    leg offered (after translation). `withheld` is sorted by feature name. There is no
-    reachability here: agreeing is not connecting.
+    leg offered (after translation; an untranslatable upstream feature whose name a
+    translated one took is qualified, `a2a:b`). `withheld` is sorted by feature name.
+    There is no reachability here: agreeing is not connecting.
     """
 
     downstream: Leg
@@ -160,7 +162,13 @@ class FeatureMapping:
         left_name, right_name = ProtocolName(left), ProtocolName(right)
         if left_name is right_name:
             raise ValueError(f"a feature mapping joins two different protocols, got {left_name} twice")
-        table = tuple(sorted(pairs.items() if isinstance(pairs, Mapping) else pairs))
+        items = pairs.items() if isinstance(pairs, Mapping) else pairs
+        try:
+            if isinstance(items, str | bytes):
+                raise TypeError
+            table = tuple(sorted((a, b) for a, b in items))
+        except (TypeError, ValueError):
+            raise TypeError("pairs must be a mapping or (left, right) pairs of feature names") from None
         for side, names in ((left_name, [a for a, _ in table]), (right_name, [b for _, b in table])):
             name_set(f"{side} feature names", names)
             if len(set(names)) != len(names):
@@ -233,14 +241,22 @@ def agree(downstream: Leg, upstream: Leg, mapping: FeatureMapping | None = None)
         else:
             from_upstream.add(counterpart)
     served = downstream.features & from_upstream
-    withheld: list[Withheld] = []
-    for feature in (downstream.features | from_upstream | unmatched) - served:
-        if feature not in downstream.features:
-            withheld.append(Withheld(feature, RefusedBy.DOWNSTREAM))
-        elif feature in unmatched:
-            withheld.append(Withheld(feature, RefusedBy.BOTH))
-        else:
-            withheld.append(Withheld(feature, RefusedBy.UPSTREAM))
+    withheld = {
+        Withheld(feature, RefusedBy.BOTH if feature in unmatched else RefusedBy.UPSTREAM)
+        for feature in downstream.features - served
+    }
+    withheld |= {Withheld(feature, RefusedBy.DOWNSTREAM) for feature in from_upstream - downstream.features}
+    # An upstream feature with no counterpart keeps its name, unless a translated feature
+    # already goes by it (`a` → `b` mapped, and the upstream's own `b` is not): then the
+    # name is qualified by its protocol (`a2a:b`) rather than lost behind the other one.
+    withheld |= {
+        Withheld(
+            f"{upstream.protocol.value}:{feature}" if feature in from_upstream else feature,
+            RefusedBy.DOWNSTREAM,
+        )
+        for feature in unmatched
+        if feature not in downstream.features or feature in from_upstream
+    }
     return Agreement(downstream, upstream, frozenset(served), tuple(sorted(withheld)))
 
 
