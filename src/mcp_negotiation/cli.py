@@ -55,6 +55,10 @@ def _platform_profile(path: str) -> Profile:
         raise argparse.ArgumentTypeError(f"{path}: {failure.code} ({failure.message})") from None
 
 
+def _is_url(token: str) -> bool:
+    return token.lower().startswith(("http://", "https://"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mcp-negotiation", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mcp-negotiation {__version__}")
@@ -81,8 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     probe.add_argument("--timeout", type=_seconds, default=20.0, help="seconds per revision (default 20)")
     args = parser.parse_args(argv)
     if args.command != "probe":
-        parser.print_help()
-        return 0
+        parser.print_help(sys.stderr)
+        return 2
+    target: list[str] = list(args.target)
+    if target[:1] == ["--"]:  # the separator only: a `--` inside the server's command is its own
+        target = target[1:]
+    elif target and _is_url(target[0]) and len(target) > 1:
+        # Options after a URL (`probe URL --json`): nothing else may follow a URL.
+        args.target = []
+        probe.parse_args(target[1:], namespace=args)
+        if args.target:
+            probe.error(f"a URL takes no command arguments: {' '.join(args.target)}")
+        target = target[:1]
     from .sdk.compat import MCP_MAJOR
 
     if MCP_MAJOR < 2:
@@ -90,11 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .sdk.probe import run
 
-    target: list[str] = [t for t in args.target if t != "--"] if args.target else []
     chosen: str | list[str] | None
     if not target:
         chosen = None
-    elif len(target) == 1 and target[0].startswith(("http://", "https://")):
+    elif len(target) == 1 and _is_url(target[0]):
         chosen = target[0]
     else:
         chosen = target

@@ -9,16 +9,22 @@ server answered, never what it hopes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import shutil
+import signal
 import sys
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client import advertise
@@ -35,19 +41,46 @@ class ProbeError(Exception):
     """A failure a person can act on: the server could not be started or reached."""
 
 
-class _Unparsed:
-    """A `message_handler` noting output of the server's that was not JSON-RPC.
+class _Watch:
+    """What the probe notices beneath the SDK client, which turns both into JSON-RPC errors.
 
-    The SDK's client skips such lines and waits on; a server that never writes anything
-    else would only time out, revision after revision.
+    As a `message_handler`: output of the server's that was not JSON-RPC (the client skips
+    such lines and waits on, so a server that writes nothing else would only time out).
+    As an httpx response hook: the last HTTP answer to a POST, whose status and content
+    type tell a refusal by an MCP server from a URL that is not one (the SDK reports a
+    401, an HTML page or a redirect as JSON-RPC errors it makes up).
     """
 
     def __init__(self) -> None:
-        self.seen = False
+        self.unparsed = False
+        self.http: tuple[int, str, str | None] | None = None
 
     async def __call__(self, message: Any) -> None:
-        self.seen = self.seen or isinstance(message, Exception)
+        self.unparsed = self.unparsed or isinstance(message, Exception)
         await anyio.lowlevel.checkpoint()
+
+    async def response(self, response: httpx2.Response) -> None:
+        if response.request.method == "POST":
+            content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            self.http = (response.status_code, content_type, response.headers.get("location"))
+
+    def not_mcp(self, refused: MCPError) -> str | None:
+        """Why the HTTP answer behind `refused` did not come from an MCP server, if it did not."""
+        if self.http is None:
+            return None
+        status, content_type, location = self.http
+        if status in (401, 403):
+            return f"HTTP {status}: the server wants credentials, which the probe does not send"
+        if 300 <= status < 400:
+            where = _shown(location) if location else "(no location)"
+            return f"HTTP {status}: redirected to {where}, which the SDK's client does not follow"
+        if status >= 400 and content_type != "application/json":
+            return f"HTTP {status} with {content_type or 'no content type'}, not a JSON-RPC error"
+        if status < 300 and content_type not in ("application/json", "text/event-stream"):
+            return f"HTTP {status} with {content_type or 'no content type'}, not JSON-RPC"
+        if status < 300 and refused.error.code == PARSE_ERROR:
+            return f"HTTP {status}: the body is not JSON-RPC"
+        return None
 
 
 class _RawRequest(types.Request[dict[str, Any], str]):
@@ -111,12 +144,24 @@ def _client_options(capabilities: Mapping[str, Any]) -> dict[str, Any]:
 
 CONNECTION_CLOSED: Final = -32000
 """The SDK client's code for a transport that closed under it (the server exited)."""
+PARSE_ERROR: Final = -32700
 
 
-def _transport(target: str | list[str], errlog: TextIO) -> Any:
+@contextlib.asynccontextmanager
+async def _transport(target: str | list[str], errlog: TextIO, watch: _Watch) -> AsyncIterator[Any]:
+    """The SDK's transport to `target`; a stdio server gets the operator's environment, as
+    it would run from their shell (the SDK passes on only a handful of variables)."""
     if isinstance(target, str):
-        return streamable_http_client(target)
-    return stdio_client(StdioServerParameters(command=target[0], args=target[1:]), errlog=errlog)
+        timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's own defaults
+        async with (
+            httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [watch.response]}) as http,
+            streamable_http_client(target, http_client=http) as streams,
+        ):
+            yield streams
+        return
+    parameters = StdioServerParameters(command=target[0], args=target[1:], env=dict(os.environ))
+    async with stdio_client(parameters, errlog=errlog) as streams:
+        yield streams
 
 
 def _mcp_error(failure: BaseException) -> MCPError | None:
@@ -130,14 +175,20 @@ def _mcp_error(failure: BaseException) -> MCPError | None:
     return None
 
 
-def _refusal(failure: BaseException) -> MCPError | None:
-    """A refusal by a running server; a closed connection is a crash, not a refusal."""
+def _refusal(failure: BaseException, target: str | list[str], watch: _Watch) -> MCPError | None:
+    """A refusal by a running MCP server; a closed connection is a crash, not a refusal,
+    and an HTTP answer that is not MCP's is no refusal either (`ProbeError`)."""
     found = _mcp_error(failure)
-    return found if found is not None and found.error.code != CONNECTION_CLOSED else None
+    if found is None or found.error.code == CONNECTION_CLOSED:
+        return None
+    reason = watch.not_mcp(found)
+    if reason is not None:
+        raise ProbeError(f"{_named(target)} did not answer as an MCP server: {reason}")
+    return found
 
 
 async def _probe_legacy(
-    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO, unparsed: _Unparsed
+    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO, watch: _Watch
 ) -> Row:
     params = {
         "protocolVersion": revision,
@@ -146,13 +197,13 @@ async def _probe_legacy(
     }
     try:
         async with (
-            _transport(target, errlog) as streams,
-            ClientSession(streams[0], streams[1], message_handler=unparsed) as session,
+            _transport(target, errlog, watch) as streams,
+            ClientSession(streams[0], streams[1], message_handler=watch) as session,
         ):
             request = _RawRequest(method="initialize", params=params)
             result = await session.send_request(request, types.InitializeResult)
     except Exception as failure:
-        refused = _refusal(failure)
+        refused = _refusal(failure, target, watch)
         if refused is None:
             raise
         return Row(revision, "legacy", "refused", error_code=refused.error.code, error=refused.error.message)
@@ -168,12 +219,12 @@ async def _probe_legacy(
 
 
 async def _probe_modern(
-    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO, unparsed: _Unparsed
+    target: str | list[str], revision: str, capabilities: dict[str, Any], errlog: TextIO, watch: _Watch
 ) -> Row:
+    options = _client_options(capabilities)
     try:
-        options = _client_options(capabilities)
         async with Client(
-            _transport(target, errlog), mode=revision, message_handler=unparsed, **options
+            _transport(target, errlog, watch), mode=revision, message_handler=watch, **options
         ) as client:
             discover = _RawRequest(method="server/discover", params={})
             found = await client.session.send_request(discover, types.DiscoverResult)
@@ -187,7 +238,7 @@ async def _probe_modern(
                 ucp_advertised=_ucp_advertised(found.capabilities, "extensions"),
             )
     except Exception as failure:
-        refused = _refusal(failure)
+        refused = _refusal(failure, target, watch)
         if refused is None:
             raise
         return Row(revision, "modern", "refused", error_code=refused.error.code, error=refused.error.message)
@@ -195,10 +246,12 @@ async def _probe_modern(
 
 def _lost(rows: list[Row]) -> None:
     """Fill each served row with the features it lacks that the best served revision has."""
-    served = [row.answered for row in rows if row.served and row.answered]
+    # A revision this library does not know (a draft a server counter-offers) has no row in
+    # the feature table: it is shown as answered, with nothing computed against it.
+    served = [row.answered for row in rows if row.served and row.answered in revisions.KNOWN]
     best = max(served, key=revisions.KNOWN.index) if served else None
     for row in rows:
-        if best and row.served and row.answered:
+        if best and row.served and row.answered in revisions.KNOWN:
             row.lost = sorted(
                 name
                 for name, spec in revisions.FEATURES.items()
@@ -213,18 +266,18 @@ async def probe(
     if isinstance(target, list) and shutil.which(target[0]) is None:
         raise ProbeError(f"server command not found: {target[0]}")
     rows: list[Row] = []
-    unparsed = _Unparsed()
+    watch = _Watch()
     with tempfile.TemporaryFile("w+") as errlog:
         for revision in revisions.KNOWN:
             progress(f"probing {revision} …")
             try:
                 with anyio.fail_after(seconds):
                     if revisions.era(revision) == "legacy":
-                        rows.append(await _probe_legacy(target, revision, capabilities, errlog, unparsed))
+                        rows.append(await _probe_legacy(target, revision, capabilities, errlog, watch))
                     else:
-                        rows.append(await _probe_modern(target, revision, capabilities, errlog, unparsed))
+                        rows.append(await _probe_modern(target, revision, capabilities, errlog, watch))
             except TimeoutError:
-                if unparsed.seen:
+                if watch.unparsed and all(row.outcome == "timeout" for row in rows):
                     raise ProbeError(
                         f"{_named(target)} did not speak MCP: it wrote output that is not JSON-RPC "
                         f"and answered nothing in {seconds:g} s"
@@ -232,6 +285,8 @@ async def probe(
                 rows.append(
                     Row(revision, revisions.era(revision), "timeout", error=f"no answer in {seconds:g} s")
                 )
+            except ProbeError:
+                raise
             except Exception as failed:
                 errlog.seek(0)
                 raise ProbeError(_explain(target, failed, errlog.read())) from failed
@@ -239,16 +294,40 @@ async def probe(
     return rows
 
 
+def _shown(url: str) -> str:
+    """`url` without credentials, query or fragment: what the probe prints may be shared."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+    except ValueError:
+        return "(an unparsable URL)"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def _named(target: str | list[str]) -> str:
-    return target if isinstance(target, str) else f"the server `{' '.join(target)}`"
+    return _shown(target) if isinstance(target, str) else f"the server `{' '.join(target)}`"
+
+
+def _leaves(failure: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside `failure`, however deep the task groups nested them."""
+    inner = getattr(failure, "exceptions", None)
+    if not inner:
+        yield failure
+        return
+    for exception in inner:
+        yield from _leaves(exception)
 
 
 def _explain(target: str | list[str], failure: BaseException, stderr: str) -> str:
-    text = " ".join(str(e) for e in getattr(failure, "exceptions", [failure])) or type(failure).__name__
+    leaves = list(_leaves(failure))
+    text = " ".join(str(e) or type(e).__name__ for e in leaves)
     if isinstance(target, str):
-        if "connect" in text.lower() or "refused" in text.lower():
-            return f"URL unreachable: nothing answered at {target} ({text})"
-        return f"{target} did not answer as an MCP server ({text})"
+        if any(isinstance(e, httpx2.ConnectError | httpx2.ConnectTimeout) for e in leaves):
+            return f"URL unreachable: nothing answered at {_named(target)} ({text})"
+        return f"{_named(target)} did not answer as an MCP server ({text})"
     tail = "\n".join(stderr.strip().splitlines()[-10:])
     if _mcp_error(failure) is not None:
         return f"{_named(target)} crashed; the end of its stderr:\n{tail or '(nothing)'}"
@@ -314,6 +393,36 @@ def _render_ucp(outcome: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class _Stopped(KeyboardInterrupt):
+    """A signal to stop: raised where the probe is, so its servers are closed on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """Ctrl-C, SIGTERM (`timeout`, a CI runner) and SIGHUP unwind the probe like an error.
+
+    The SDK starts stdio servers in a session of their own, so a signal to the probe's
+    process group never reaches them: only the probe's own exit path closes them.
+    """
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stopped(signum)
+
+    wanted = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    if threading.current_thread() is not threading.main_thread():  # only there can handlers be set
+        wanted = []
+    previous = {signum: signal.signal(signum, stop) for signum in wanted}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def run(
     target: str | list[str] | None,
     capabilities: dict[str, Any],
@@ -324,18 +433,31 @@ def run(
 ) -> int:
     """Probe, print, and return the exit status: 0 when everything asked for was served."""
     chosen = target or [sys.executable, "-m", "mcp_negotiation.demo"]
-    # The SDK's client logs a traceback for every line of a server's output that is not
-    # JSON-RPC; the probe says it in one line of its own (`_Unparsed`).
-    logging.getLogger("mcp.client.stdio").setLevel(logging.CRITICAL)
+    # The SDK's clients log a traceback for every line of a server's output that is not
+    # JSON-RPC and for every HTTP answer that is not MCP's; the probe says it in one line.
+    for name in ("mcp.client.stdio", "mcp.client.streamable_http"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    def failed(message: str, status: int) -> int:
+        print(f"mcp-negotiation: {message}", file=sys.stderr)
+        if as_json:  # still one object on stdout, for scripts that parse it
+            print(json.dumps({"error": message, "exit": status}, indent=2))
+        return status
+
     try:
-        rows = anyio.run(probe, chosen, capabilities, timeout, progress)
+        _client_options(capabilities)
+    except Exception as bad:
+        return failed(f"bad --capabilities for the modern row: {bad}", 2)
+    try:
+        with _stopped_by_signals():
+            rows = anyio.run(probe, chosen, capabilities, timeout, progress)
     except ProbeError as failure:
-        print(f"mcp-negotiation: {failure}", file=sys.stderr)
-        return 2
+        return failed(str(failure), 2)
+    except _Stopped as stop:
+        return failed(f"stopped by signal {stop.signum}", 128 + stop.signum)
     ucp = ucp_outcome(rows, ucp_profile) if ucp_profile else None
     if as_json:
         fields = [{k: v for k, v in asdict(r).items() if k != "ucp_advertised"} for r in rows]
