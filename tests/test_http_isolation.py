@@ -152,3 +152,43 @@ async def test_fifty_concurrent_clients_each_see_their_own_negotiation() -> None
             for index in range(50):
                 tg.start_soon(one, index)
     assert failures == []
+
+
+@pytest.mark.parametrize(
+    ("header", "served"),
+    [
+        ({"mcp-protocol-version": "2025-11-25"}, True),
+        ({"mcp-protocol-version": "2025-03-26"}, False),
+        ({}, False),
+    ],
+    ids=["accepted", "below-the-policy", "no-header-means-2025-03-26"],
+)
+async def test_legacy_stateless_requests_are_served_only_at_accepted_revisions(
+    header: dict[str, str], served: bool
+) -> None:
+    """No session to counter-offer in: the SDK would serve the request at the revision the
+    client named (or the specification's 2025-03-26 default), so that is what is judged."""
+    app = build(Policy(min_revision="2025-06-18")).streamable_http_app(
+        stateless_http=True, json_response=True
+    )
+    legacy = {"accept": "application/json, text/event-stream", "content-type": "application/json", **header}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "negotiation", "arguments": {}},
+    }
+    with serve_http(app) as url:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            answer = (await http.post(url, json=body, headers=legacy)).json()
+            again = await http.post(url, json=body, headers={**legacy, "mcp-protocol-version": "2025-11-25"})
+    if served:
+        record = answer["result"]["structuredContent"]
+        assert (record["protocol_version"], record["outcome"]) == ("2025-11-25", "accepted")
+    else:
+        assert answer["error"]["code"] == -32022
+        assert answer["error"]["data"] == {
+            "supported": ["2026-07-28"],  # what Policy(advertise="modern") lists
+            "requested": header.get("mcp-protocol-version", "2025-03-26"),
+        }
+    assert again.json()["result"]["structuredContent"]["protocol_version"] == "2025-11-25"

@@ -732,12 +732,19 @@ def test_records_made_with_huge_headers_are_not_cached() -> None:
     assert not ng._cache
 
 
-def test_without_session_counter_offers_an_unknown_revision() -> None:
-    n = Negotiator(Policy(max_revision="2025-06-18")).without_session("zzz", transport="http")
-    assert n.protocol_version == "2025-06-18"
-    assert n.requested_version == "zzz"
-    assert n.outcome == "counter_offered"
-    assert n.degraded == frozenset()
+@pytest.mark.parametrize("revision", ["zzz", "2025-03-26", "2025-11-25"])
+def test_without_session_refuses_a_revision_the_policy_does_not_accept(revision: str) -> None:
+    """No handshake to counter-offer in: served at that revision, the record would lie."""
+    negotiator = Negotiator(Policy(min_revision="2025-06-18", max_revision="2025-06-18"))
+    refusal = refusal_of(lambda: negotiator.without_session(revision, transport="http"))
+    assert refusal.code == -32022
+    assert refusal.data == {"supported": ["2025-06-18"], "requested": revision}
+    served = negotiator.without_session("2025-06-18", transport="http")
+    assert (served.protocol_version, served.requested_version, served.outcome) == (
+        "2025-06-18",
+        "2025-06-18",
+        "accepted",
+    )
 
 
 # --- supports --------------------------------------------------------------------------------

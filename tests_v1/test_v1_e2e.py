@@ -294,3 +294,29 @@ async def test_negotiating_again_with_more_withheld_reaches_open_sessions() -> N
     assert record["supports"]["sampling"] is False
     assert record["withheld"] == ["sampling"]
     assert refused.value.error.code == -32021
+
+
+@pytest.mark.parametrize("header", ["2025-03-26", None])
+async def test_stateless_requests_below_the_policy_are_refused(header: str | None) -> None:
+    """No session to counter-offer in: the revision the SDK would serve is the one judged."""
+    import json
+
+    import httpx
+
+    server = build(Policy(min_revision="2025-06-18"), stateless=True)
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    if header is not None:
+        headers["mcp-protocol-version"] = header
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "negotiation", "arguments": {}},
+    }
+    with serve_http(server.streamable_http_app()) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(url, json=body, headers=headers)
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    answer = json.loads(data[0] if data else response.text)
+    assert answer["error"]["code"] == -32022
+    assert answer["error"]["data"]["requested"] == (header or "2025-03-26")

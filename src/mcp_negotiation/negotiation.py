@@ -582,22 +582,26 @@ class Negotiator:
 
         Legacy stateless HTTP builds a fresh connection per POST: what the client
         declared at `initialize` is gone, so capabilities are unknown, not absent.
+        `protocol_version` is the revision the SDK serves this request at (its
+        `MCP-Protocol-Version` header, else 2025-03-26 as the specification says): with
+        no handshake to counter-offer in, one the policy does not accept is refused
+        (-32022, as the specification asks), never served at a revision the record
+        would misname.
         """
         withdrawn = self.withdrawn
         key = (transport, withdrawn, protocol_version, *headers.items())  # (a str: never a modern key)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        known = protocol_version in self._accepted_legacy
-        agreed = protocol_version if known else (self._accepted_legacy or self.accepted)[-1]
+        if protocol_version not in self._accepted_legacy:
+            raise self._unsupported(protocol_version)
         record = Negotiation(
             era="legacy",
-            protocol_version=agreed,
+            protocol_version=protocol_version,
             requested_version=protocol_version,
             transport=transport,
             capabilities_known=False,
-            outcome="accepted" if known else "counter_offered",
-            degraded=self._degraded.get(agreed, frozenset()),
+            degraded=self._degraded.get(protocol_version, frozenset()),
             withheld=withdrawn,
             headers=headers,
         )

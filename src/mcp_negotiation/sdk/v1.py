@@ -85,6 +85,10 @@ _session_profiles: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictiona
 _serving: ContextVar[V1Negotiation | None] = ContextVar("mcp_negotiation.v1_serving", default=None)
 
 
+_UNANNOUNCED_REVISION: Final = "2025-03-26"
+"""What a request without `MCP-Protocol-Version` is served at, as the specification says."""
+
+
 def _http_request(message: Any) -> Any:
     metadata = getattr(message, "message_metadata", None)
     return getattr(metadata, "request_context", None)
@@ -168,9 +172,17 @@ async def _handle(
     transport, headers = origin(getattr(http_request, "headers", None))
     record = _records.get(session)
     if record is None:
-        # Stateless HTTP (a fresh session per POST) or a request before `initialize`.
-        version = headers.get("mcp-protocol-version") or holder.negotiator.accepted[-1]
-        record = holder.negotiator.without_session(version, transport=transport, headers=headers)
+        # Stateless HTTP (a fresh session per POST) or a request before `initialize`: the SDK
+        # serves it at its header's revision, else at the specification's default.
+        version = headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
+        try:
+            record = holder.negotiator.without_session(version, transport=transport, headers=headers)
+        except NegotiationRefused as refused:
+            handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
+            method = getattr(request, "method", "")
+            _trace_refusal(holder, method, refused.refusal, started, {"protocolVersion": version}, transport)
+            await message.respond(_error_data(refused.refusal))
+            return None
     else:
         record = holder.negotiator.refreshed(record)
         if record.session_id is None and http_request is not None:
