@@ -271,3 +271,20 @@ def test_repeated_header_lines_are_one_list() -> None:
     headers = Headers(raw=[(b"ucp-agent", b'profile="a"'), (b"ucp-agent", b'profile="b"'), (b"cookie", b"x")])
     assert origin(headers) == ("http", {"ucp-agent": 'profile="a", profile="b"'})
     assert origin({"ucp-agent": 'profile="a"'}) == ("http", {"ucp-agent": 'profile="a"'})
+
+
+def test_the_sdk_request_context_takes_the_entry_bound_to_it() -> None:
+    """`client_supports(ctx)` inside another server's request finds its own entry there."""
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.mcpserver import Context
+
+    from mcp_negotiation.negotiation import Negotiator, Policy
+
+    request = ServerRequestContext(
+        session=None, lifespan_context=None, protocol_version="2025-11-25", method="m"
+    )  # type: ignore[arg-type]
+    negotiator = Negotiator(Policy())
+    entry = (negotiator.without_session("2025-11-25", transport="memory"), negotiator)
+    seams.bind(request, entry)
+    assert getattr(request, seams.BOUND_ATTRIBUTE) is entry
+    assert Context(request_context=request).request_context is request  # how `ctx` reaches it

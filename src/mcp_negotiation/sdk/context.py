@@ -23,6 +23,7 @@ from ..negotiation import Negotiation, Negotiator, capability_names, supports
 from ..ucp.binding import with_agreement
 from ..ucp.errors import INVALID_PROFILE_URL, UcpError
 from .compat import raise_refusal, tool_result
+from .seams import BOUND_ATTRIBUTE
 
 __all__ = [
     "NoNegotiation",
@@ -47,6 +48,27 @@ class NoNegotiation(LookupError):
     """Raised by `negotiation_of` outside a request of a server wrapped by `negotiate()`."""
 
 
+def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
+    """The entry of the request `ctx` belongs to.
+
+    Usually the ContextVar's. But a tool that calls another negotiated server in process
+    and handles that server's requests back (an elicitation or progress callback of a
+    proxy) runs them inside the other server's request, whose entry the ContextVar then
+    holds: asked with its own `ctx`, it must still get its own client's answer. So when
+    the ContextVar's entry is another server's (another negotiator), the one left on
+    `ctx`'s request context wins.
+    """
+    entry = _current.get()
+    try:
+        holder = getattr(ctx, "request_context", ctx)  # MCPServer's Context wraps the SDK's
+    except Exception:  # the property raises outside a request
+        return entry
+    bound = getattr(holder, BOUND_ATTRIBUTE, None)
+    if bound is None or (entry is not None and entry[1] is bound[1]):
+        return entry
+    return cast("tuple[Negotiation, Negotiator]", bound)
+
+
 def current_negotiation() -> Negotiation | None:
     """The negotiation of the request being handled, or None outside one."""
     entry = _current.get()
@@ -54,12 +76,9 @@ def current_negotiation() -> Negotiation | None:
 
 
 def negotiation_of(ctx: object = None) -> Negotiation:
-    """The negotiation of the request `ctx` belongs to.
-
-    `ctx` is accepted for readability at call sites and for symmetry with
-    `client_supports`; the record comes from the request's ContextVar.
-    """
-    record = current_negotiation()
+    """The negotiation of the request `ctx` belongs to (without `ctx`: the current one)."""
+    entry = _entry_of(ctx) if ctx is not None else _current.get()
+    record = entry[0] if entry is not None else None
     if record is None:
         raise NoNegotiation(
             "no negotiation for this request: wrap the server with mcp_negotiation.negotiate() "
@@ -74,8 +93,8 @@ def client_supports(ctx: object, feature: str) -> bool:
     True only when the client declared it, the negotiated revision has it, and the
     policy has not withdrawn it. Outside a negotiated request it is False.
     """
-    record = current_negotiation()
-    return record is not None and supports(record, feature)
+    entry = _entry_of(ctx)
+    return entry is not None and supports(entry[0], feature)
 
 
 def require(*features: str) -> None:

@@ -144,6 +144,7 @@ class NegotiationMiddleware:
                 if repeat.traced is None:
                     base = repeat.published[0]  # a UCP call: the agreement is found below
                 elif telemetry.repeated(repeat.traced):
+                    seams.bind(ctx, repeat.published)
                     token = _current.set(repeat.published)
                     try:
                         return await call_next(ctx)
@@ -182,7 +183,9 @@ class NegotiationMiddleware:
             return await call_next(ctx)
         if shape is not None and traced is not None and ctx.method != "server/discover":
             self._remember(shape, record, traced)  # (discover's answer is amended below, every time)
-        token = _current.set((record, self.negotiator))
+        entry = (record, self.negotiator)
+        seams.bind(ctx, entry)
+        token = _current.set(entry)
         try:
             result = await call_next(ctx)
         finally:
