@@ -8,6 +8,7 @@ other server's client.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import mcp_types as types
@@ -78,3 +79,18 @@ async def test_the_proxys_callbacks_see_the_proxys_own_client(mode: str) -> None
     assert "progress" in wheres
     assert ("elicitation" in wheres) is (mode == "legacy")
     assert {(name, supported) for _, name, supported in seen} == {("real-client", False)}
+
+
+async def test_a_server_run_in_process_by_a_stdio_servers_tool_is_not_stdio() -> None:
+    """The stdio mark is inherited by every task under it; the SDK's in-process dispatcher
+    (2026-07-28) is memory whatever it inherits. (Legacy in-memory streams run their
+    handlers in the caller's context: there the mark cannot be told apart; documented.)"""
+    from mcp.client.stdio import StdioServerParameters
+
+    from harness import ROOT
+
+    params = StdioServerParameters(command=sys.executable, args=[str(ROOT / "tests/servers/nested_stdio.py")])
+    async with Client(params, mode="legacy") as client:
+        answer = await client.call_tool("transports", {"mode": "2026-07-28"})
+    assert not answer.is_error, answer.content
+    assert answer.structured_content == {"result": ["stdio", "memory"]}

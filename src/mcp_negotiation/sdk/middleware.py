@@ -47,7 +47,7 @@ from ..ucp.errors import UcpError
 from . import seams
 from .asgi import REFUSED_MARK
 from .context import _current
-from .origin import on_stdio, origin
+from .origin import NO_HEADERS, on_stdio, origin
 
 logger = logging.getLogger("mcp_negotiation")
 
@@ -81,7 +81,10 @@ class _Repeat:
 
 def _origin(ctx: Any) -> tuple[Transport, Mapping[str, str]]:
     """The transport a message came over, and the negotiation headers it carried."""
-    return origin(seams.request_headers(ctx), http=seams.transport_kind(ctx) == seams.HTTP_KIND)
+    kind = seams.transport_kind(ctx)
+    if kind == seams.DIRECT_KIND:  # the SDK's in-process dispatcher, even when a stdio server's tool runs it
+        return "memory", NO_HEADERS
+    return origin(seams.request_headers(ctx), http=kind == seams.HTTP_KIND)
 
 
 def _raw_meta(params: Mapping[str, Any] | None) -> Any:
