@@ -407,3 +407,16 @@ def test_docs_example_runs() -> None:
     assert shown is not None
     run = subprocess.run([sys.executable, "-c", code.group(1)], capture_output=True, text=True, check=True)
     assert run.stdout == shown.group(1)
+
+
+def test_a_shared_minor_wins_over_the_fallback_as_the_seed_has_it() -> None:
+    """Documented, not an accident: adding a shared 1.0 moves the answer from 1.2 to 1.0."""
+
+    def versions(*numbers: tuple[int, int]) -> list[ProtocolVersion]:
+        return [ProtocolVersion("a2a", major, minor, 0) for major, minor in numbers]
+
+    assert negotiate_version(
+        versions((1, 2)), versions((1, 1), (1, 3))
+    ).negotiated_version == ProtocolVersion("a2a", 1, 2, 0)
+    shared = negotiate_version(versions((1, 0), (1, 2)), versions((1, 0), (1, 1), (1, 3)))
+    assert shared.negotiated_version == ProtocolVersion("a2a", 1, 0, 0)

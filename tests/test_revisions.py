@@ -242,3 +242,10 @@ def test_window_with_a_custom_removal_date() -> None:
 @given(st.integers(min_value=0, max_value=10_000))
 def test_window_by_months_is_a_threshold(months: int) -> None:
     assert revisions.deprecation_window_open(months_since_deprecation=months) is (months < 12)
+
+
+def test_a_star_import_leaves_the_builtin_all_alone() -> None:
+    namespace: dict[str, object] = {}
+    exec("from mcp_negotiation.revisions import *", namespace)
+    assert "all" not in namespace
+    assert "KNOWN" in namespace

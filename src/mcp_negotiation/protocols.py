@@ -193,11 +193,16 @@ def _offered(versions: Sequence[ProtocolVersion], ceiling: _Triple) -> frozenset
 def negotiate_version(
     local: Iterable[ProtocolVersion], remote: Iterable[ProtocolVersion]
 ) -> NegotiationResult:
-    """The highest version both sides can speak, and what the local side loses by it.
+    """The version two sides settle on by the seed's rules, and what the local side loses.
 
     See the module docstring for the exact rules, including the fallback that may pick a
-    version only one side lists. Raises `ValueError` for an empty list, a list mixing
-    protocols, two lists of different protocols, or a version listed twice.
+    version only one side lists. A minor both sides list wins over that fallback, so the
+    result is not always the highest version both could speak: `[1.2]` against
+    `[1.1, 1.3]` settles on 1.2 (the fallback), but with 1.0 added to both lists on 1.0,
+    their highest shared minor. That is Bernstein's answer, kept for its users.
+
+    Raises `ValueError` for an empty list, a list mixing protocols, two lists of
+    different protocols, or a version listed twice.
     """
     mine = _sorted_versions(local, "local")
     theirs = _sorted_versions(remote, "remote")

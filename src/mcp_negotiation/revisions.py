@@ -31,7 +31,6 @@ __all__ = [
     "MODERN",
     "Era",
     "FeatureRow",
-    "all",
     "deprecation_window_open",
     "era",
     "feature",
@@ -82,8 +81,12 @@ def is_at_least(revision: object, minimum: str) -> bool:
     return position is not None and position >= floor
 
 
-def all() -> tuple[str, ...]:  # shadows the builtin on purpose: the name barrel_mcp and the seeds use
-    """Every known revision, newest first."""
+def all() -> tuple[str, ...]:  # the name barrel_mcp and the seeds use: called as `revisions.all()`
+    """Every known revision, newest first.
+
+    Left out of `__all__`, so that `from mcp_negotiation.revisions import *` does not
+    replace the builtin `all` in the importing module.
+    """
     return tuple(reversed(KNOWN))
 
 
