@@ -23,8 +23,10 @@ from mcp_negotiation import (
     require,
     requires,
     requires_ucp,
+    revisions,
     uninstrument,
 )
+from mcp_negotiation.bridge import Leg
 from mcp_negotiation.errors import Refusal
 from mcp_negotiation.negotiation import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, Negotiator
 from mcp_negotiation.sdk import install
@@ -155,3 +157,17 @@ def test_ucp_policies_built_alike_are_equal() -> None:
     assert Policy(ucp=UcpPolicy(business_profile=BUSINESS_PROFILE)) == Policy(
         ucp=UcpPolicy(business_profile=BUSINESS_PROFILE)
     )
+
+
+def test_smaller_slips_fail_where_they_are_made() -> None:
+    with pytest.raises(ValueError, match="unknown client capability"):
+        Policy(required_capabilities=("/",))
+    with pytest.raises(ValueError, match="version is a revision date"):
+        Leg("client", "mcp", "1.0.0", {"tools"})
+    with pytest.raises(ValueError, match="side must be 'client' or 'server'"):
+        revisions.feature_names("zzz")  # type: ignore[arg-type]
+    assert revisions.is_deprecated(None) is False  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="resolver must have a resolve"):
+        UcpPolicy(business_profile=BUSINESS_PROFILE, resolver="https://x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="continue_url must be a URL string"):
+        UcpPolicy(business_profile=BUSINESS_PROFILE, continue_url=123)  # type: ignore[arg-type]

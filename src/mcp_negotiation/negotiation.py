@@ -111,7 +111,10 @@ def _is_feature_name(name: object, *, client_only: bool) -> bool:
     for what can be required of a client), an extension identifier, or `experimental.X`."""
     if not isinstance(name, str):
         return False
-    if "/" in name or (name.startswith("experimental.") and len(name) > len("experimental.")):
+    if "/" in name:  # an extension identifier: `vendor.prefix/name`, both parts present
+        prefix, _, rest = name.partition("/")
+        return bool(prefix) and bool(rest)
+    if name.startswith("experimental.") and len(name) > len("experimental."):
         return True
     row = FEATURES.get(name)
     return row is not None and (row.side == "client" or not client_only)

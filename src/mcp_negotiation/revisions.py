@@ -308,6 +308,8 @@ def feature(name: str, revision: object) -> bool:
 
 def feature_names(side: Literal["client", "server"]) -> tuple[str, ...]:
     """The table's feature names for one side, in table order."""
+    if side not in ("client", "server"):
+        raise ValueError(f"side must be 'client' or 'server'; got {side!r}")
     return tuple(row.name for row in _ROWS if row.side == side)
 
 
@@ -349,8 +351,9 @@ def deprecation_window_open(
 
 
 def is_deprecated(name: str) -> bool:
-    """Whether `name` (or the top-level feature it belongs to) is deprecated."""
-    return name.split(".", 1)[0] in DEPRECATED_FEATURES
+    """Whether `name` (or the top-level feature it belongs to) is deprecated; False for a
+    non-string, like every other question this module answers about names."""
+    return isinstance(name, str) and name.split(".", 1)[0] in DEPRECATED_FEATURES
 
 
 def known_revisions(values: Iterable[object]) -> tuple[str, ...]:

@@ -81,6 +81,10 @@ class UcpPolicy:
         return failure.with_continue_url(self.continue_url) if self.continue_url else failure
 
     def __post_init__(self) -> None:
+        if self.resolver is not None and not callable(getattr(self.resolver, "resolve", None)):
+            raise TypeError(f"resolver must have a resolve(url) method; got {type(self.resolver).__name__}")
+        if self.continue_url is not None and not isinstance(self.continue_url, str):
+            raise TypeError(f"continue_url must be a URL string; got {type(self.continue_url).__name__}")
         business = Profile.load(self.business_profile)
         pinned: dict[str, Profile] = {}
         for version, source in self.supported_profiles.items():
