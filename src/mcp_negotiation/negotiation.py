@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import marshal
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date
 from time import monotonic
@@ -152,12 +152,14 @@ class Policy:
 
     min_revision: str | None = None
     max_revision: str | None = None
-    required_capabilities: tuple[str, ...] = ()
+    required_capabilities: Collection[str] = ()
+    """Any collection of names (one string is one name); a tuple once the policy is built."""
     advertise: Literal["modern", "all"] = "modern"
     removal_date: date = revisions.DEFAULT_REMOVAL_DATE
     today: date | None = None
     months_since_deprecation: int | None = None
-    withhold: frozenset[str] = frozenset()
+    withhold: Collection[str] = frozenset()
+    """Any collection of names (one string is one name); a frozenset once the policy is built."""
     strict: bool = False
     record_client_identity: bool = False
     trace_every_request: bool = False
@@ -225,7 +227,7 @@ class Policy:
             removal=self.removal_date,
         )
         closed = frozenset() if window_open else revisions.DEPRECATED_FEATURES
-        return closed | self.withhold
+        return closed | frozenset(self.withhold)
 
 
 @dataclass(frozen=True, slots=True)
