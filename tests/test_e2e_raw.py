@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
 from harness import RawRequest, Send, demo_params, direct_connection, open_streams
+from mcp_negotiation import Policy
 from mcp_negotiation.demo import build
 
 pytestmark = pytest.mark.anyio
@@ -123,3 +124,15 @@ async def test_a_client_served_after_a_refused_initialize_has_unknown_capabiliti
     assert record["era"] == "legacy"
     assert record["capabilities_known"] is False
     assert record["supports"]["sampling"] is False  # declared in the refused handshake: not agreed
+
+
+@pytest.mark.parametrize("kind", ["memory", "stdio"])
+async def test_a_ping_before_initialize_is_answered_whatever_the_policy(kind: str) -> None:
+    """The specification and the SDK's own gate let `ping` through before the handshake."""
+    import mcp_types as types
+
+    policy = Policy(max_revision="2025-06-18")
+    target = build(policy) if kind == "memory" else demo_params("--max-revision", "2025-06-18")
+    async with open_streams(kind, target) as streams, ClientSession(streams[0], streams[1]) as session:
+        answer = await session.send_request(RawRequest(method="ping", params={}), types.EmptyResult)
+    assert isinstance(answer, types.EmptyResult)

@@ -192,3 +192,16 @@ async def test_legacy_stateless_requests_are_served_only_at_accepted_revisions(
             "requested": header.get("mcp-protocol-version", "2025-03-26"),
         }
     assert again.json()["result"]["structuredContent"]["protocol_version"] == "2025-11-25"
+
+
+async def test_a_stateless_ping_is_answered_at_any_revision() -> None:
+    app = build(Policy(min_revision="2025-06-18")).streamable_http_app(
+        stateless_http=True, json_response=True
+    )
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    with serve_http(app) as url:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            answer = (
+                await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
+            ).json()
+    assert answer == {"jsonrpc": "2.0", "id": 1, "result": {}}

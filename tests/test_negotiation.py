@@ -745,6 +745,13 @@ def test_without_session_refuses_a_revision_the_policy_does_not_accept(revision:
         "2025-06-18",
         "accepted",
     )
+    # A ping is served at any revision; off HTTP (a ping before `initialize`) the record
+    # names the counter-offer the handshake would make.
+    for anything in (
+        negotiator.without_session(revision, transport="http", any_revision=True),
+        negotiator.without_session(revision, transport="stdio"),
+    ):
+        assert (anything.protocol_version, anything.outcome) == ("2025-06-18", "counter_offered")
 
 
 # --- supports --------------------------------------------------------------------------------

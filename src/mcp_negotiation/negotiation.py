@@ -581,32 +581,43 @@ class Negotiator:
         )
 
     def without_session(
-        self, protocol_version: str, *, transport: Transport, headers: Mapping[str, str] = _EMPTY
+        self,
+        protocol_version: str,
+        *,
+        transport: Transport,
+        headers: Mapping[str, str] = _EMPTY,
+        any_revision: bool = False,
     ) -> Negotiation:
         """The record for a legacy request with no session to remember its handshake.
 
         Legacy stateless HTTP builds a fresh connection per POST: what the client
         declared at `initialize` is gone, so capabilities are unknown, not absent.
-        `protocol_version` is the revision the SDK serves this request at (its
-        `MCP-Protocol-Version` header, else 2025-03-26 as the specification says): with
-        no handshake to counter-offer in, one the policy does not accept is refused
-        (-32022, as the specification asks), never served at a revision the record
-        would misname.
+        `protocol_version` is the revision the SDK serves this request at. Over HTTP (its
+        `MCP-Protocol-Version` header, else 2025-03-26 as the specification says) there
+        is no handshake to counter-offer in, so one the policy does not accept is refused
+        (-32022, as the specification asks) rather than served under a record that would
+        misname it; `any_revision` lets through what is served at any revision (`ping`).
+        Off HTTP the only such request comes before `initialize` (a `ping`), and the
+        record names the counter-offer that handshake would make.
         """
         withdrawn = self.withdrawn
         key = (transport, withdrawn, protocol_version, *headers.items())  # (a str: never a modern key)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
+        agreed = protocol_version
         if protocol_version not in self._accepted_legacy:
-            raise self._unsupported(protocol_version)
+            if transport == "http" and not any_revision:
+                raise self._unsupported(protocol_version)
+            agreed = (self._accepted_legacy or self.accepted)[-1]
         record = Negotiation(
             era="legacy",
-            protocol_version=protocol_version,
+            protocol_version=agreed,
             requested_version=protocol_version,
             transport=transport,
             capabilities_known=False,
-            degraded=self._degraded.get(protocol_version, frozenset()),
+            outcome="accepted" if agreed == protocol_version else "counter_offered",
+            degraded=self._degraded.get(agreed, frozenset()),
             withheld=withdrawn,
             headers=headers,
         )

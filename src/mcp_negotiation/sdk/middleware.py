@@ -283,7 +283,9 @@ class NegotiationMiddleware:
             )
         # A legacy request with no handshake on this connection: stateless HTTP, where
         # every POST gets a fresh connection. What the client declared is unknown.
-        return self.negotiator.without_session(ctx.protocol_version, transport=transport, headers=headers)
+        return self.negotiator.without_session(
+            ctx.protocol_version, transport=transport, headers=headers, any_revision=ctx.method == "ping"
+        )
 
     def _handshake(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
         """Negotiate a legacy `initialize`, and steer the SDK's answer to the agreed revision."""

@@ -176,7 +176,12 @@ async def _handle(
         # serves it at its header's revision, else at the specification's default.
         version = headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
         try:
-            record = holder.negotiator.without_session(version, transport=transport, headers=headers)
+            record = holder.negotiator.without_session(
+                version,
+                transport=transport,
+                headers=headers,
+                any_revision=type(request).__name__ == "PingRequest",
+            )
         except NegotiationRefused as refused:
             handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
             method = getattr(request, "method", "")
@@ -184,6 +189,7 @@ async def _handle(
             await message.respond(_error_data(refused.refusal))
             return None
     else:
+        stored = record
         record = holder.negotiator.refreshed(record)
         if record.session_id is None and http_request is not None:
             # Stateful HTTP: the SDK routed this request to its session by this header, so it
@@ -191,7 +197,8 @@ async def _handle(
             session_id = http_request.headers.get("mcp-session-id")
             if session_id:
                 record = replace(record, session_id=session_id)
-        _records[session] = record
+        if record is not stored:
+            _records[session] = record
     if holder.ucp is not None and type(request).__name__ == "CallToolRequest":
         try:
             record = await _with_ucp(
