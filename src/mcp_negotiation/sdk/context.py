@@ -16,14 +16,13 @@ import json
 import logging
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 from ..errors import Refusal
 from ..negotiation import Negotiation, Negotiator, capability_names, supports
 from ..ucp.binding import with_agreement
 from ..ucp.errors import INVALID_PROFILE_URL, UcpError
 from .compat import raise_refusal, tool_result
-from .seams import BOUND_ATTRIBUTE
 
 __all__ = [
     "NoNegotiation",
@@ -48,6 +47,24 @@ class NoNegotiation(LookupError):
     """Raised by `negotiation_of` outside a request of a server wrapped by `negotiate()`."""
 
 
+BOUND_ATTRIBUTE: Final = "_mcp_negotiation_entry"
+"""Where the middleware also leaves a request's entry: on the SDK's request context (set
+inline there, per request; `tests/test_seams.py` fails if the SDK's context stops taking it)."""
+
+
+def _request_context_of(ctx: object) -> object:
+    """The SDK request context behind a handler's `ctx`.
+
+    MCPServer's (and FastMCP's) `Context` is a pydantic model holding it as a private
+    attribute; its `request_context` property costs microseconds through pydantic's
+    `__getattr__`, the private dict a lookup. A lowlevel handler's `ctx` is the context.
+    """
+    private = getattr(ctx, "__pydantic_private__", None)
+    if type(private) is dict:
+        return private.get("_request_context", ctx)
+    return ctx
+
+
 def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
     """The entry of the request `ctx` belongs to.
 
@@ -59,11 +76,7 @@ def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
     `ctx`'s request context wins.
     """
     entry = _current.get()
-    try:
-        holder = getattr(ctx, "request_context", ctx)  # MCPServer's Context wraps the SDK's
-    except Exception:  # the property raises outside a request
-        return entry
-    bound = getattr(holder, BOUND_ATTRIBUTE, None)
+    bound = getattr(_request_context_of(ctx), BOUND_ATTRIBUTE, None)
     if bound is None or (entry is not None and entry[1] is bound[1]):
         return entry
     return cast("tuple[Negotiation, Negotiator]", bound)

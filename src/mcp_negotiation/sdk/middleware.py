@@ -46,7 +46,7 @@ from ..ucp.binding import (
 from ..ucp.errors import UcpError
 from . import seams
 from .asgi import REFUSED_MARK
-from .context import _current
+from .context import BOUND_ATTRIBUTE, _current
 from .origin import NO_HEADERS, on_stdio, origin
 
 logger = logging.getLogger("mcp_negotiation")
@@ -147,7 +147,10 @@ class NegotiationMiddleware:
                 if repeat.traced is None:
                     base = repeat.published[0]  # a UCP call: the agreement is found below
                 elif telemetry.repeated(repeat.traced):
-                    seams.bind(ctx, repeat.published)
+                    try:  # noqa: SIM105  (suppress() costs a microsecond per request)
+                        setattr(ctx, BOUND_ATTRIBUTE, repeat.published)  # see context._entry_of
+                    except (AttributeError, TypeError):  # a slotted context: the ContextVar only
+                        pass
                     token = _current.set(repeat.published)
                     try:
                         return await call_next(ctx)
@@ -187,7 +190,10 @@ class NegotiationMiddleware:
         if shape is not None and traced is not None and ctx.method != "server/discover":
             self._remember(shape, record, traced)  # (discover's answer is amended below, every time)
         entry = (record, self.negotiator)
-        seams.bind(ctx, entry)
+        try:  # noqa: SIM105
+            setattr(ctx, BOUND_ATTRIBUTE, entry)
+        except (AttributeError, TypeError):
+            pass
         token = _current.set(entry)
         try:
             result = await call_next(ctx)

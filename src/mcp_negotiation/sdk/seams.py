@@ -22,21 +22,6 @@ STATE_KEY: Final = "mcp_negotiation.record"
 DIRECT_KIND: Final = "direct"
 HTTP_KIND: Final = "streamable-http"
 
-BOUND_ATTRIBUTE: Final = "_mcp_negotiation_entry"
-"""Where the middleware also leaves a request's entry: on the SDK's request context."""
-
-
-def bind(ctx: object, entry: tuple[Any, Any]) -> None:
-    """Leave `entry` on the SDK's request context `ctx`, for `context._entry_of` (see there).
-
-    Runs on every request, so a plain try (free when nothing is raised) rather than
-    `contextlib.suppress`. `tests/test_seams.py` fails if the SDK's context stops taking it.
-    """
-    try:  # noqa: SIM105  (suppress() costs a microsecond per request)
-        setattr(ctx, BOUND_ATTRIBUTE, entry)
-    except (AttributeError, TypeError):  # a slotted or frozen context: the ContextVar only
-        pass
-
 
 def connection_of(ctx: Any) -> Any | None:
     """The SDK `Connection` behind a request context (private: `ServerSession._connection`)."""
