@@ -51,6 +51,10 @@ async def _broken_json(request: Request) -> Response:
     return Response("{not json", media_type="application/json")
 
 
+async def _framework_404(request: Request) -> Response:
+    return Response('{"detail": "Not Found"}', status_code=404, media_type="application/json")
+
+
 @pytest.fixture(scope="module")
 def not_mcp() -> Iterator[str]:
     """A web server with one route per kind of wrong answer; yields its base URL."""
@@ -59,6 +63,7 @@ def not_mcp() -> Iterator[str]:
         Route("/page", _html, methods=["GET", "POST", "DELETE"]),
         Route("/moved", _redirect, methods=["GET", "POST", "DELETE"]),
         Route("/broken", _broken_json, methods=["GET", "POST", "DELETE"]),
+        Route("/api", _framework_404, methods=["GET", "POST", "DELETE"]),
     ]
     with serve_http(Starlette(routes=routes)) as url:
         yield url.removesuffix("/mcp")
@@ -74,6 +79,7 @@ def not_mcp() -> Iterator[str]:
             "HTTP 302: redirected to https://elsewhere.example/mcp, which the SDK's client does not follow",
         ),
         ("/broken", "HTTP 200: the body is not JSON-RPC"),
+        ("/api", "HTTP 404 with application/json, not a JSON-RPC error"),
     ],
 )
 def test_an_http_answer_that_is_not_mcp_is_could_not_probe(not_mcp: str, path: str, says: str) -> None:

@@ -54,15 +54,27 @@ class _Watch:
     def __init__(self) -> None:
         self.unparsed = False
         self.http: tuple[int, str, str | None] | None = None
+        self.jsonrpc_error = False
+        """Whether the last error status carried a JSON-RPC error (an MCP server's refusal)."""
 
     async def __call__(self, message: Any) -> None:
         self.unparsed = self.unparsed or isinstance(message, Exception)
         await anyio.lowlevel.checkpoint()
 
     async def response(self, response: httpx2.Response) -> None:
-        if response.request.method == "POST":
-            content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            self.http = (response.status_code, content_type, response.headers.get("location"))
+        if response.request.method != "POST":
+            return
+        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        self.http = (response.status_code, content_type, response.headers.get("location"))
+        self.jsonrpc_error = False
+        if response.status_code >= 400 and content_type == "application/json":
+            # Read here (httpx keeps the body for the SDK): a web framework's JSON 404 is not
+            # an MCP server's refusal, which the SDK would report the same way.
+            try:
+                body = json.loads(await response.aread())
+            except ValueError:
+                return
+            self.jsonrpc_error = isinstance(body, dict) and body.get("jsonrpc") == "2.0" and "error" in body
 
     def not_mcp(self, refused: MCPError) -> str | None:
         """Why the HTTP answer behind `refused` did not come from an MCP server, if it did not."""
@@ -74,7 +86,7 @@ class _Watch:
         if 300 <= status < 400:
             where = _shown(location) if location else "(no location)"
             return f"HTTP {status}: redirected to {where}, which the SDK's client does not follow"
-        if status >= 400 and content_type != "application/json":
+        if status >= 400 and not self.jsonrpc_error:
             return f"HTTP {status} with {content_type or 'no content type'}, not a JSON-RPC error"
         if status < 300 and content_type not in ("application/json", "text/event-stream"):
             return f"HTTP {status} with {content_type or 'no content type'}, not JSON-RPC"
