@@ -55,6 +55,7 @@ from typing import Any
 
 import uvicorn
 from mcp import Client
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 from mcp_negotiation import Policy, negotiate  # noqa: E402
 from mcp_negotiation.negotiation import Negotiator, supports  # noqa: E402
-from mcp_negotiation.sdk.context import _current, client_supports  # noqa: E402
+from mcp_negotiation.sdk.context import BOUND_ATTRIBUTE, _current, client_supports  # noqa: E402
 from mcp_negotiation.ucp import Profile, StaticResolver, negotiate_capabilities, parse_ucp_agent  # noqa: E402
 from ucp_shop import build as build_shop  # noqa: E402
 
@@ -511,11 +512,17 @@ def micro_benchmarks(repeat: int, min_seconds: float) -> list[Micro]:
     add("`supports(record, 'elicitation.form')`", lambda: supports(record, "elicitation.form"))
     add("`supports(record, 'roots.listChanged')`", lambda: supports(record, "roots.listChanged"))
     add("`supports(record, 'no.such.feature')`", lambda: supports(record, "no.such.feature"))
-    token = _current.set((record, negotiator))
+    entry = (record, negotiator)
+    request = ServerRequestContext(  # what the middleware publishes the entry on, per request
+        session=None, lifespan_context=None, protocol_version="2026-07-28", method="tools/call"
+    )
+    setattr(request, BOUND_ATTRIBUTE, entry)
+    ctx = Context(request_context=request)  # what an MCPServer tool receives
+    token = _current.set(entry)
     try:
         add(
-            "`client_supports(ctx, 'sampling')` (ContextVar + supports)",
-            lambda: client_supports(None, "sampling"),
+            "`client_supports(ctx, 'sampling')` (an MCPServer `Context`: ContextVar, ctx, supports)",
+            lambda: client_supports(ctx, "sampling"),
         )
     finally:
         _current.reset(token)
