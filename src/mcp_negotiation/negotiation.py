@@ -400,7 +400,9 @@ class Negotiator:
         self.fresh_until = math.inf if pinned else monotonic() + _DATE_RECHECK_SECONDS
         """`monotonic()` time until which `withdrawn` stands (for ever with a pinned clock):
         anything made from it, a record or a memo of one, may be trusted until then."""
-        self._withdrawn = policy.withdrawn()
+        self.last_withdrawn = policy.withdrawn()
+        """What `withdrawn` last answered, standing until `fresh_until`: read directly on the
+        per-request path, where a property call would be the costliest step."""
         self._accepted_legacy = tuple(r for r in self.accepted if revisions.era(r) == "legacy")
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
         self._degraded = {r: self._degraded_at(r) for r in self.accepted}
@@ -414,9 +416,9 @@ class Negotiator:
             self.fresh_until = now + _DATE_RECHECK_SECONDS
             today = date.today()
             if today != self._withdrawn_on:
-                self._withdrawn = self.policy.withdrawn()
+                self.last_withdrawn = self.policy.withdrawn()
                 self._withdrawn_on = today
-        return self._withdrawn
+        return self.last_withdrawn
 
     def refreshed(self, record: Negotiation) -> Negotiation:
         """A session's record with the features withdrawn *now*.
@@ -426,9 +428,9 @@ class Negotiator:
         get must not stay available to the clients that connected before.
         """
         withdrawn = self.withdrawn
-        if record.withheld is withdrawn or record.withheld == withdrawn:
-            return record
-        return replace(record, withheld=withdrawn)
+        # Identity, not equality: an equal set from another computation is swapped in once,
+        # so that the caller's cheap identity test (see the middleware) holds from then on.
+        return record if record.withheld is withdrawn else replace(record, withheld=withdrawn)
 
     @property
     def supported_advertised(self) -> list[str]:

@@ -264,10 +264,14 @@ class NegotiationMiddleware:
         record = state.get(seams.STATE_KEY) if state is not None else None
         if type(record) is not Negotiation:
             return None
-        current = self.negotiator.refreshed(record)
-        if current is not record and state is not None:
-            state[seams.STATE_KEY] = current
-        return current
+        negotiator = self.negotiator
+        # Per legacy request: one C call and two identity tests; a refresh only when the day
+        # or the policy changed since the record was made (or last refreshed).
+        if record.withheld is not negotiator.last_withdrawn or monotonic() >= negotiator.fresh_until:
+            record = negotiator.refreshed(record)
+            if state is not None:
+                state[seams.STATE_KEY] = record
+        return record
 
     def _negotiate_request(self, ctx: ServerRequestContext[Any, Any], era: str) -> Negotiation:
         transport, headers = _origin(ctx)
