@@ -752,6 +752,8 @@ def test_without_session_refuses_a_revision_the_policy_does_not_accept(revision:
         negotiator.without_session(revision, transport="stdio"),
     ):
         assert (anything.protocol_version, anything.outcome) == ("2025-06-18", "counter_offered")
+    # The ping's record is cached, and must not let the next request at that revision through.
+    assert refusal_of(lambda: negotiator.without_session(revision, transport="http")).code == -32022
 
 
 # --- supports --------------------------------------------------------------------------------

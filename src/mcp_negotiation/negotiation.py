@@ -602,16 +602,16 @@ class Negotiator:
         Off HTTP the only such request comes before `initialize` (a `ping`), and the
         record names the counter-offer that handshake would make.
         """
+        accepted = protocol_version in self._accepted_legacy
+        if not accepted and transport == "http" and not any_revision:
+            # Before the cache: a ping's record for this revision must not serve what follows it.
+            raise self._unsupported(protocol_version)
         withdrawn = self.withdrawn
         key = (transport, withdrawn, protocol_version, *headers.items())  # (a str: never a modern key)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        agreed = protocol_version
-        if protocol_version not in self._accepted_legacy:
-            if transport == "http" and not any_revision:
-                raise self._unsupported(protocol_version)
-            agreed = (self._accepted_legacy or self.accepted)[-1]
+        agreed = protocol_version if accepted else (self._accepted_legacy or self.accepted)[-1]
         record = Negotiation(
             era="legacy",
             protocol_version=agreed,
