@@ -48,7 +48,6 @@ refused.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -90,9 +89,6 @@ def _non_empty(field: str, value: object) -> str:
     return value
 
 
-_REVISION_SHAPE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-
-
 @dataclass(frozen=True, slots=True, init=False)
 class Leg:
     """One side of a bridge, as negotiated with the bridge and nobody else.
@@ -113,7 +109,7 @@ class Leg:
         object.__setattr__(self, "peer", _non_empty("peer", peer))
         object.__setattr__(self, "protocol", ProtocolName(protocol))
         object.__setattr__(self, "version", _non_empty("version", version))
-        if self.protocol is ProtocolName.MCP and not _REVISION_SHAPE.fullmatch(version):
+        if self.protocol is ProtocolName.MCP and not revisions.is_date_version(version):
             # A revision this library does not know yet is fine (a newer peer); a semver is a mix-up.
             raise ValueError(f"an MCP leg's version is a revision date such as 2025-11-25; got {version!r}")
         object.__setattr__(self, "features", name_set("features", features))

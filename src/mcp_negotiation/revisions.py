@@ -16,6 +16,7 @@ clients and tests with plain values.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -36,6 +37,7 @@ __all__ = [
     "feature",
     "feature_names",
     "is_at_least",
+    "is_date_version",
     "is_deprecated",
     "known_revisions",
     "latest",
@@ -348,6 +350,25 @@ def deprecation_window_open(
             raise ValueError("months_since_deprecation cannot be negative")
         return months_since_deprecation < window
     return (today or date.today()) < removal
+
+
+_DATE_SHAPE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def is_date_version(value: object) -> bool:
+    """True for a `YYYY-MM-DD` string naming a real calendar date: how MCP revisions, and
+    UCP versions, are spelt, known or not yet known.
+
+    Such versions are compared as strings, which is only sound when every one has this
+    exact form; `2026-02-30` or `2026-4-8` would sort wrongly and is refused.
+    """
+    if not isinstance(value, str) or not _DATE_SHAPE.fullmatch(value):
+        return False
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 def is_deprecated(name: str) -> bool:

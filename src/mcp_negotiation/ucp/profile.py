@@ -19,16 +19,15 @@ which samples still ship.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date
 from os import PathLike
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final, TypeAlias, TypeGuard
 
 from ..frozen_json import Budget, NotFreezable, freeze
+from ..revisions import is_date_version
 from .errors import PROFILE_MALFORMED, UcpError
 from .header import MAX_URL_LENGTH
 
@@ -70,26 +69,13 @@ JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | Mappi
 ProfileSource: TypeAlias = "Profile | Mapping[str, object] | str | PathLike[str]"
 """A profile configured in code: already parsed, a decoded JSON document, or a path to a JSON file."""
 
-_DATE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+is_version = is_date_version
+"""True for a UCP version: a `YYYY-MM-DD` string naming a real calendar date (UCP compares
+versions as strings)."""
 
 
 def _malformed(reason: str) -> UcpError:
     return UcpError(PROFILE_MALFORMED, reason)
-
-
-def is_version(value: object) -> bool:
-    """True for a `YYYY-MM-DD` string naming a real calendar date.
-
-    UCP versions are compared as strings, which is only sound when every one has this
-    exact form; `2026-02-30` or `2026-4-8` would sort wrongly and is refused.
-    """
-    if not isinstance(value, str) or not _DATE.fullmatch(value):
-        return False
-    try:
-        date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _version(value: object, where: str) -> str:
