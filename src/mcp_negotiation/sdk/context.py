@@ -140,7 +140,8 @@ class _Incompatible:
 def _scoped_ucp(root: str) -> tuple[Negotiation, Negotiator] | _Incompatible:
     """The current record narrowed to one UCP operation, or the result refusing it."""
     entry = _current.get()
-    if entry is not None and entry[1].policy.ucp is None:
+    ucp_policy = entry[1].policy.ucp if entry is not None else None
+    if entry is not None and ucp_policy is None:
         # The server's mistake, not the platform's: it must not be told it sent no profile.
         logger.error(
             "mcp_negotiation: @requires_ucp(%r) on a server whose Policy has no ucp=UcpPolicy()", root
@@ -149,7 +150,6 @@ def _scoped_ucp(root: str) -> tuple[Negotiation, Negotiator] | _Incompatible:
     agreement = entry[0].ucp if entry is not None else None
     if entry is None or agreement is None:
         missing = UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
-        ucp_policy = entry[1].policy.ucp if entry is not None else None
         error = (ucp_policy.offered(missing) if ucp_policy is not None else missing).to_jsonrpc_error()
         raise_refusal(Refusal(error["code"], error["message"], error["data"]))
     try:
