@@ -235,8 +235,9 @@ class UcpNegotiator:
         try:
             platform = await _resolve(self.policy.fetcher, url)
             business = self.policy.business
-            if platform.version != business.version and platform.version in business.supported_versions:
-                business = await self._business_at(platform.version)
+            older = business.older_profile_url(platform.version)
+            if older is not None:
+                business = await self._business_at(platform.version, older)
             known = self._agreements.get(url)
             if known is not None and known[0] is platform and known[1] is business:
                 return known[2]
@@ -246,8 +247,8 @@ class UcpNegotiator:
         self._agreements.put(url, (platform, business, agreement))
         return agreement
 
-    async def _business_at(self, version: str) -> Profile:
-        """The business's profile for an older version it lists: pinned, else fetched.
+    async def _business_at(self, version: str, url: str) -> Profile:
+        """The business's profile for an older version it lists: pinned, else fetched from `url`.
 
         A failure here is the business's, not the platform's, so it is logged for the
         operator, and the platform is told only that the version cannot be served now.
@@ -255,7 +256,6 @@ class UcpNegotiator:
         pinned = self.policy.pinned.get(version)
         if pinned is not None:
             return pinned
-        url = self.policy.business.supported_versions[version]
         try:
             profile = await _resolve(self.policy.fetcher, url)
             if profile.version != version:

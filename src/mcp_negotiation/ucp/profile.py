@@ -219,6 +219,11 @@ class Profile:
                 # Two entries of one version would make the active entry depend on order.
                 raise _malformed(f"capability {name!r} lists a version twice")
 
+    def older_profile_url(self, version: str) -> str | None:
+        """Where this business's profile for `version` is, when that is an older version it
+        lists in `supported_versions` (its own version, or an unlisted one: None)."""
+        return self.supported_versions.get(version) if version != self.version else None
+
     @classmethod
     def from_json(cls, obj: object) -> Profile:
         """Read a decoded JSON profile document, raising `profile_malformed` on anything unusable."""
