@@ -178,13 +178,7 @@ async def _transport(target: str | list[str], errlog: TextIO, watch: _Watch) -> 
 
 def _mcp_error(failure: BaseException) -> MCPError | None:
     """The MCPError inside `failure`, which task groups may have wrapped in groups."""
-    if isinstance(failure, MCPError):
-        return failure
-    for inner in getattr(failure, "exceptions", ()):
-        found = _mcp_error(inner)
-        if found is not None:
-            return found
-    return None
+    return next((leaf for leaf in _leaves(failure) if isinstance(leaf, MCPError)), None)
 
 
 def _refusal(failure: BaseException, target: str | list[str], watch: _Watch) -> MCPError | None:
@@ -378,11 +372,7 @@ def ucp_outcome(rows: list[Row], platform: Profile) -> dict[str, Any]:
         return {"error": "the server advertises no UCP profile"}
     try:
         business = Profile.from_json({"ucp": advertised})
-        older = (
-            business.supported_versions.get(platform.version)
-            if platform.version != business.version
-            else None
-        )
+        older = business.older_profile_url(platform.version)
         if older is not None:
             return {"version": platform.version, "business_profile": older}
         agreement = negotiate_capabilities(business, platform)
