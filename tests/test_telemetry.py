@@ -1180,3 +1180,91 @@ async def test_fastmcp_spans_sit_under_fastmcps_server_spans(
     assert len(links) >= 3
     assert all(holder.context.span_id in server_spans for holder, _ in links)
     assert {link.context.span_id for _, link in links} <= {s.context.span_id for s in ours}
+
+
+# ---------------------------------------------------------------------------------------
+# The SDK's own requests: over modern HTTP it lists a lowlevel server's tools through the
+# chain before a `tools/call` with arguments (to check `Mcp-Param-*` headers against them)
+
+
+def _lowlevel_http_server(policy: Policy, listed_for: list[str | None]) -> Any:
+    from mcp.server.lowlevel.server import Server
+
+    from mcp_negotiation import negotiate, negotiation_of
+
+    echo = types.Tool(name="echo", input_schema={"type": "object", "properties": {"x": {"type": "integer"}}})
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        listed_for.append(negotiation_of(ctx).client_name)  # a per-client catalog would ask
+        return types.ListToolsResult(tools=[echo])
+
+    async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+
+    return negotiate(Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool), policy)
+
+
+async def _post_modern(
+    url: str, method: str, params: dict[str, Any], client: str, caps: dict[str, Any]
+) -> Any:
+    import httpx2
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": client, "version": "1"},
+    }
+    headers = {**_RAW_HEADERS, "mcp-method": method, "mcp-protocol-version": "2026-07-28"}
+    if method == "tools/call":
+        headers["mcp-name"] = params["name"]
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": meta}}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        return await http.post(url, json=body, headers={**headers, "accept": "application/json"})
+
+
+def _negotiated_methods(finished: Sequence[ReadableSpan]) -> list[tuple[str, str]]:
+    return [
+        (attrs(s)["mcp.method.name"], attrs(s)["mcp.negotiation.outcome"]) for s in named(finished, SPAN_NAME)
+    ]
+
+
+async def test_the_sdks_own_listing_is_negotiated_for_its_client_but_not_traced(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    listed_for: list[str | None] = []
+    server = _lowlevel_http_server(Policy(), listed_for)
+    with serve_http(server.streamable_http_app(json_response=True)) as url:
+        before = _points(reader, "mcp.negotiation.count")
+        called = await _post_modern(url, "tools/call", {"name": "echo", "arguments": {"x": 1}}, "alice", {})
+        after = _points(reader, "mcp.negotiation.count")
+        assert called.status_code == 200, called.text
+        # The SDK did list the tools for the call (what this test is about), as alice's.
+        assert listed_for == ["alice"]
+        assert _negotiated_methods(spans.get_finished_spans()) == [("tools/call", "accepted")]
+        assert sum(_count_delta(before, after, "value").values()) == 1
+        # A client's own tools/list is still its own negotiation.
+        spans.clear()
+        listed = await _post_modern(url, "tools/list", {}, "bob", {})
+    assert listed.status_code == 200, listed.text
+    assert listed_for == ["alice", "bob"]
+    assert _negotiated_methods(spans.get_finished_spans()) == [("tools/list", "accepted")]
+
+
+@pytest.mark.parametrize(
+    ("policy", "code"),
+    [(Policy(required_capabilities=("sampling",)), -32021), (Policy(max_revision="2025-11-25"), -32022)],
+    ids=["missing-capability", "unsupported-revision"],
+)
+async def test_a_call_the_sdk_lists_tools_for_is_refused_once_and_nothing_is_logged(
+    spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture, policy: Policy, code: int
+) -> None:
+    listed_for: list[str | None] = []
+    server = _lowlevel_http_server(policy, listed_for)
+    caplog.set_level(logging.DEBUG, logger="mcp.server")
+    with serve_http(server.streamable_http_app(json_response=True)) as url:
+        refused = await _post_modern(url, "tools/call", {"name": "echo", "arguments": {"x": 1}}, "carol", {})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == code
+    assert listed_for == []  # the listing was answered empty, not by the server's handler
+    assert _negotiated_methods(spans.get_finished_spans()) == [("tools/call", "refused")]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -171,6 +171,14 @@ class NegotiationMiddleware:
                 return await call_next(ctx)
             if handshake:
                 record = self._negotiated(ctx, started, self._handshake, ctx)
+            elif era == "modern" and ctx.request is not None and seams.served_for_another(ctx):
+                # Negotiated, so that a server listing its tools per client lists this client's,
+                # but neither traced nor refused: the client's own request is, next. Refused,
+                # it gets an empty result, from which the SDK checks nothing and logs no error.
+                try:
+                    record = self._negotiated(ctx, started, self._negotiate_request, ctx, era, answer=False)
+                except NegotiationRefused:
+                    return {}
             else:
                 stored = self._stored(ctx) if era == "legacy" else None
                 record = base or stored or self._negotiated(ctx, started, self._negotiate_request, ctx, era)
@@ -249,11 +257,15 @@ class NegotiationMiddleware:
         started: float,
         negotiate: Callable[..., Negotiation | None],
         *args: Any,
+        answer: bool = True,
     ) -> Negotiation | None:
-        """Run one negotiation: a refusal becomes the client's error; a bug of ours, a pass-through."""
+        """Run one negotiation: a refusal becomes the client's error (unless the caller
+        will `answer` it itself); a bug of ours, a pass-through."""
         try:
             return negotiate(*args)
         except NegotiationRefused as refused:
+            if not answer:
+                raise
             self._refuse(ctx, refused.refusal, started)
         except Exception:
             logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")

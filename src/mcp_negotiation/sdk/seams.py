@@ -59,6 +59,20 @@ def request_headers(ctx: Any) -> Mapping[str, str] | None:
     return headers if isinstance(headers, Mapping) else None
 
 
+def served_for_another(ctx: Any) -> bool:
+    """Whether the SDK runs this modern HTTP request itself, while serving the client's own.
+
+    Before it dispatches a `tools/call` whose arguments `Mcp-Param-*` headers may restate,
+    the SDK lists the server's tools through the whole middleware chain, to check them
+    (when the server sets no `get_tool_input_schema`, as a lowlevel `Server` does not).
+    That listing carries the call's HTTP request, whose `Mcp-Method` header the SDK has
+    already checked against the body: a method that differs from it is the SDK's own.
+    """
+    headers = request_headers(ctx)
+    sent = headers.get("mcp-method") if headers is not None else None
+    return sent is not None and sent != ctx.method
+
+
 def mark_refused(ctx: Any, mark: str) -> None:
     """Flag the HTTP request's ASGI scope (shared with the ASGI layer) as refused by us."""
     scope = getattr(getattr(ctx, "request", None), "scope", None)
