@@ -1082,6 +1082,45 @@ async def test_the_http_app_stays_the_sdks_starlette_app(spans: InMemorySpanExpo
     assert attrs(span)["error.type"] == "-32022"
 
 
+async def test_an_app_records_under_its_servers_negotiation_of_the_moment(
+    spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The app outlives a policy: `uninstrument` ends its recording, `negotiate` again resumes it."""
+    from harness import serve_http
+    from mcp_negotiation import negotiate, uninstrument
+
+    server = negotiate(MCPServer("x"))
+    with serve_http(server.streamable_http_app()) as url:
+        for negotiated in (True, False, True):
+            spans.clear()
+            assert (await _post_raw(url, "zzz")).json()["error"]["code"] == -32022
+            assert len(_refused(spans.get_finished_spans())) == negotiated
+            if negotiated:
+                uninstrument(server)
+            else:
+                negotiate(server, Policy(min_revision="2025-06-18"))
+    assert "came after streamable_http_app()" not in caplog.text  # that app has its recorder
+
+
+@pytest.mark.parametrize("kind", ["MCPServer", "lowlevel Server"])
+def test_negotiating_a_server_whose_app_is_already_built_says_what_goes_untraced(
+    caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    from mcp.server.lowlevel.server import Server
+
+    from mcp_negotiation import negotiate
+
+    built = MCPServer("x") if kind == "MCPServer" else Server("x")
+    built.streamable_http_app()
+    negotiate(built)
+    assert "negotiate() came after streamable_http_app() built this server's app" in caplog.text
+    caplog.clear()
+    ordered = negotiate(MCPServer("x") if kind == "MCPServer" else Server("x"))
+    ordered.streamable_http_app()
+    negotiate(ordered, Policy(min_revision="2025-06-18"))
+    assert "came after" not in caplog.text
+
+
 def test_an_app_that_refuses_the_recorder_is_served_without_it(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

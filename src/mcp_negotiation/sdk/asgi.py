@@ -68,16 +68,25 @@ def _refusal_in(body: bytes) -> Refusal | None:
     return Refusal(error["code"], str(error.get("message", "")), data if isinstance(data, dict) else None)
 
 
+PolicySource = Policy | Callable[[], Policy | None]
+"""A policy, or what answers the current one when a refusal is recorded (None: record nothing)."""
+
+
 class RefusalRecorder:
     """ASGI middleware recording the refusals the SDK makes before dispatch.
 
     A class, so that `negotiate()` can add it to the Starlette app the SDK builds with
-    `add_middleware`, and the app the user gets back is still that Starlette app.
+    `add_middleware`, and the app the user gets back is still that Starlette app. The app
+    outlives any one policy: `negotiate()` hands it a source that answers the server's
+    policy of the moment, and none once `uninstrument()` took the server's negotiation away.
     """
 
-    def __init__(self, app: ASGIApp, policy: Policy | None = None) -> None:
+    def __init__(self, app: ASGIApp, policy: PolicySource | None = None) -> None:
         self.app = app
         self.policy = policy if policy is not None else Policy()
+
+    def _policy_now(self) -> Policy | None:
+        return self.policy if isinstance(self.policy, Policy) else self.policy()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http" or scope.get("method") != "POST":
@@ -94,21 +103,26 @@ class RefusalRecorder:
             elif message["type"] == "http.response.body" and status == 400:
                 body.extend(message.get("body", b"")[: _MAX_BODY - len(body)])
                 if not message.get("more_body", False):
-                    _trace(scope, bytes(body), self.policy, time.perf_counter() - started)
+                    _trace(scope, bytes(body), self._policy_now, time.perf_counter() - started)
             await send(message)
 
         await self.app(scope, receive, watching_send)
 
 
-def negotiation_asgi(app: ASGIApp, policy: Policy | None = None) -> ASGIApp:
-    """Wrap `app` so refusals made before dispatch are recorded as `capability_negotiated`."""
+def negotiation_asgi(app: ASGIApp, policy: PolicySource | None = None) -> ASGIApp:
+    """Wrap `app` so refusals made before dispatch are recorded as `capability_negotiated`.
+
+    `policy` shapes what is recorded (client identity, say): a `Policy`, or a function
+    answering the one in force when a refusal happens, None to record nothing then.
+    """
     return RefusalRecorder(app, policy)
 
 
-def _trace(scope: Scope, body: bytes, policy: Policy, duration: float) -> None:
+def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], duration: float) -> None:
     """Record a pre-dispatch refusal found in a 400 response. Never raises."""
     try:
-        if scope.get(REFUSED_MARK):
+        policy = policy_now()
+        if policy is None or scope.get(REFUSED_MARK):
             return
         refusal = _refusal_in(body)
         if refusal is None or refusal.code not in _TRACED_CODES:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import weakref
 from typing import Any, TypeVar
 
 import wrapt
@@ -62,8 +63,16 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
         existing.configure(policy)
     else:
         existing = NegotiationMiddleware(policy, owner=server)
+    built = seams.http_session_manager(server)
+    if built is not None and built not in _RECORDING:
+        logger.warning(
+            "mcp_negotiation: negotiate() came after streamable_http_app() built this server's app:"
+            " its requests are negotiated, but the refusals the SDK makes there before dispatch"
+            " (-32022 for a revision it does not know, -32020) are not traced; call negotiate()"
+            " first, or wrap that app with negotiation_asgi()"
+        )
     seams.place(chain, existing)
-    _wrap_http_app(seams.lowlevel_server(server) or server, existing)
+    _wrap_http_app(server)
     _watch_stdio()
     return server
 
@@ -71,25 +80,47 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
 _HTTP_APP = "streamable_http_app"
 
 
-def _wrap_http_app(owner: Any, middleware: NegotiationMiddleware) -> None:
+def _http_app_owner(server: Any) -> Any:
+    return seams.lowlevel_server(server) or server
+
+
+_RECORDING: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The session managers of the apps built with a recorder (see `_wrap_http_app`)."""
+
+
+def _wrap_http_app(server: Any) -> None:
     """Make the server's `streamable_http_app()` record the refusals the SDK makes itself.
 
     The SDK's app is a Starlette app, and users go on calling `add_middleware` or reading
     `routes` on it: the recorder is added as its middleware, so it stays one. Anything else
-    is wrapped in `negotiation_asgi`.
+    is wrapped in `negotiation_asgi`. Either records under the server's policy of the
+    moment: `negotiate()` applied again changes it, `uninstrument()` ends it.
     """
+    owner = _http_app_owner(server)
     current = getattr(owner, _HTTP_APP, None)
     if current is None or isinstance(current, wrapt.FunctionWrapper):
         return
 
+    def policy_now() -> Policy | None:
+        chain = seams.middleware_list(server)
+        installed = _installed(chain) if chain is not None else None
+        return installed.policy if installed is not None else None
+
     def build_app(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         app = wrapped(*args, **kwargs)
         if not isinstance(app, Starlette):
-            return negotiation_asgi(app, middleware.policy)
-        try:
-            app.add_middleware(RefusalRecorder, policy=middleware.policy)
-        except Exception:  # telemetry only: the app serves without it
-            logger.warning("mcp_negotiation: cannot record the SDK's own refusals on this app", exc_info=True)
+            app = negotiation_asgi(app, policy_now)
+        else:
+            try:
+                app.add_middleware(RefusalRecorder, policy=policy_now)
+            except Exception:  # telemetry only: the app serves without it
+                message = "mcp_negotiation: cannot record the SDK's own refusals on this app"
+                logger.warning(message, exc_info=True)
+                return app
+        manager = seams.http_session_manager(server)
+        if manager is not None:
+            with contextlib.suppress(TypeError):  # one that takes no weak reference: no warning then
+                _RECORDING.add(manager)
         return app
 
     setattr(owner, _HTTP_APP, wrapt.FunctionWrapper(current, build_app))
@@ -148,7 +179,7 @@ def uninstrument(*servers: Any) -> None:
         chain = seams.middleware_list(server)
         if chain is not None:
             chain[:] = [m for m in chain if not isinstance(m, NegotiationMiddleware)]
-        owner = seams.lowlevel_server(server) or server
+        owner = _http_app_owner(server)
         if isinstance(vars(owner).get(_HTTP_APP), wrapt.FunctionWrapper):
             delattr(owner, _HTTP_APP)
 

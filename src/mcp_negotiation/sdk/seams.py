@@ -115,6 +115,12 @@ def lowlevel_server(server: Any) -> Any | None:
     return None
 
 
+def http_session_manager(server: Any) -> Any | None:
+    """What the server's last `streamable_http_app()` built its app around, None before any
+    (private: the lowlevel `Server._session_manager`)."""
+    return getattr(lowlevel_server(server) or server, "_session_manager", None)
+
+
 def span_opener_position(chain: list[Any]) -> int:
     """Where our middleware goes: right after the one that opens the request's SERVER span.
 
