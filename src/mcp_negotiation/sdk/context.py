@@ -65,19 +65,28 @@ def _request_context_of(ctx: object) -> object:
     return ctx
 
 
-def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
-    """The entry of the request `ctx` belongs to.
+_narrowed: ContextVar[tuple[object, tuple[Negotiation, Negotiator]] | None] = ContextVar(
+    "mcp_negotiation.narrowed", default=None
+)
+"""Inside a `@requires_ucp` tool: (the request's entry, the same narrowed to the operation)."""
 
-    Usually the ContextVar's. But a tool that calls another negotiated server in process
-    and handles that server's requests back (an elicitation or progress callback of a
-    proxy) runs them inside the other server's request, whose entry the ContextVar then
-    holds: asked with its own `ctx`, it must still get its own client's answer. So when
-    the ContextVar's entry is another server's (another negotiator), the one left on
-    `ctx`'s request context wins.
+
+def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
+    """The entry of the request `ctx` belongs to: the one left on its request context.
+
+    The ContextVar's may be another request's: a worker task started by an earlier request
+    and handed this `ctx`, or a tool that calls a negotiated server (itself, or another) in
+    process and handles its requests back (an elicitation or progress callback of a proxy)
+    runs inside that server's request. Only when nothing was left on the context (a
+    middleware after ours rebuilt it) does the ContextVar answer, and when the ContextVar
+    holds this very entry narrowed by `@requires_ucp`, which is the narrower answer.
     """
     entry = _current.get()
     bound = getattr(_request_context_of(ctx), BOUND_ATTRIBUTE, None)
-    if bound is None or (entry is not None and entry[1] is bound[1]):
+    if bound is None or bound is entry:
+        return entry
+    narrowed = _narrowed.get()
+    if narrowed is not None and narrowed[0] is bound and narrowed[1] is entry:
         return entry
     return cast("tuple[Negotiation, Negotiator]", bound)
 
@@ -137,9 +146,10 @@ class _Incompatible:
         self.result = result
 
 
-def _scoped_ucp(root: str) -> tuple[Negotiation, Negotiator] | _Incompatible:
-    """The current record narrowed to one UCP operation, or the result refusing it."""
-    entry = _current.get()
+def _scoped_ucp(
+    entry: tuple[Negotiation, Negotiator] | None, root: str
+) -> tuple[Negotiation, Negotiator] | _Incompatible:
+    """`entry`'s record narrowed to one UCP operation, or the result refusing it."""
     ucp_policy = entry[1].policy.ucp if entry is not None else None
     if entry is not None and ucp_policy is None:
         # The server's mistake, not the platform's: it must not be told it sent no profile.
@@ -178,13 +188,16 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
 
         @functools.wraps(fn)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            scoped = _scoped_ucp(root)
+            entry = _current.get()
+            scoped = _scoped_ucp(entry, root)
             if isinstance(scoped, _Incompatible):
                 return scoped.result
             token = _current.set(scoped)
+            narrowed = _narrowed.set((entry, scoped))
             try:
                 result = await fn(*args, **kwargs)
             finally:
+                _narrowed.reset(narrowed)
                 _current.reset(token)
             ucp_policy, agreement = scoped[1].policy.ucp, scoped[0].ucp
             if (
