@@ -136,7 +136,9 @@ class NegotiationMiddleware:
                         version,
                         meta.get(CLIENT_CAPABILITIES_KEY),
                         meta.get(CLIENT_INFO_KEY),
-                        on_stdio.get(),
+                        # Stdio, unless the SDK's in-process dispatcher, which a stdio server's
+                        # tool may run (the server itself, say, with this very envelope).
+                        on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND,
                     ),
                     MARSHAL_VERSION,
                 )
