@@ -336,3 +336,47 @@ async def test_every_discovery_error_offers_the_continue_url(mode: str) -> None:
             assert data["continue_url"] == web
         served = structured(await client.call_tool("create_checkout", _meta_args(known)))
     assert served["items"] == ["tea"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_inside_requires_ucp_every_reader_sees_the_agreement_narrowed_to_the_operation(
+    mode: str,
+) -> None:
+    """A platform sharing cart as well: the checkout tool sees checkout and its extensions only,
+    asked with its `ctx` or without, and the request's full agreement stays outside the tool."""
+    from mcp_negotiation import current_negotiation, negotiation_of
+
+    known = "https://platform.example/profile.json"
+    platform = json.loads(
+        _profile(
+            checkout=[{"version": V}],
+            cart=[{"version": V}],
+            fulfillment=[{"version": V, "extends": CHECKOUT}],
+        )
+    )
+    ucp = UcpPolicy(business_profile=BUSINESS_PROFILE, resolver=StaticResolver({known: platform}))
+    server = negotiate(MCPServer("shop"), Policy(ucp=ucp))
+
+    @server.tool()
+    @requires_ucp(CHECKOUT)
+    async def create_checkout(items: list[str], ctx: Context) -> dict[str, Any]:
+        record = current_negotiation()
+        assert record is not None
+        assert record.ucp is not None
+        return {
+            "with_ctx": sorted(negotiation_of(ctx).ucp.capabilities),
+            "without": sorted(record.ucp.capabilities),
+        }
+
+    @server.tool()
+    async def everything(items: list[str], ctx: Context) -> list[str]:
+        return sorted(negotiation_of(ctx).ucp.capabilities)
+
+    narrowed = [CHECKOUT, "dev.ucp.shopping.fulfillment"]
+    async with Client(server, mode=mode) as client:
+        assert structured(await client.call_tool("create_checkout", _meta_args(known))) == {
+            "with_ctx": narrowed,
+            "without": narrowed,
+        }
+        full = structured(await client.call_tool("everything", _meta_args(known)))
+    assert full == {"result": ["dev.ucp.shopping.cart", *narrowed]}
