@@ -296,6 +296,21 @@ async def test_negotiating_again_with_more_withheld_reaches_open_sessions() -> N
     assert refused.value.error.code == -32021
 
 
+async def test_negotiating_again_refuses_open_sessions_the_new_policy_would_not_serve() -> None:
+    """A capability now required that an open session lacks: its next request is refused,
+    as on mcp 2.x; a ping still answers; the session is served again once the policy allows."""
+    server = build()
+    async with session("memory", server, NEWEST, {}) as (client, _):
+        assert seen(await client.call_tool("negotiation", {}))["supports"]["sampling"] is False
+        negotiate(server, Policy(required_capabilities=("sampling",)))
+        with pytest.raises(McpError) as refused:
+            await client.call_tool("negotiation", {})
+        await client.send_ping()
+        negotiate(server, Policy())
+        assert seen(await client.call_tool("negotiation", {}))["supports"]["sampling"] is False
+    assert refused.value.error.code == -32021
+
+
 @pytest.mark.parametrize("header", ["2025-03-26", None])
 async def test_stateless_requests_below_the_policy_are_refused(header: str | None) -> None:
     """No session to counter-offer in: the revision the SDK would serve is the one judged."""

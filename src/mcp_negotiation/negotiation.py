@@ -420,17 +420,26 @@ class Negotiator:
                 self._withdrawn_on = today
         return self.last_withdrawn
 
-    def refreshed(self, record: Negotiation) -> Negotiation:
-        """A session's record with the features withdrawn *now*.
+    def refreshed(self, record: Negotiation, check: bool = True) -> Negotiation:
+        """A session's record under the policy as it stands *now*.
 
         A legacy session outlives the day of its handshake (a removal date can pass while
-        it is open), and the policy applied again may withhold more: what no client may
-        get must not stay available to the clients that connected before.
+        it is open), and the policy may be applied again: what later clients are denied
+        must not stay available to the ones that connected before. So the record takes the
+        features withdrawn now and the degradation this policy sees, and, with `check`, a
+        session this policy would not have served is refused as a new one would be: its
+        revision no longer accepted (-32022), or a capability now required missing (-32021).
         """
+        revision = record.protocol_version
+        if check and revision not in self.accepted:
+            raise self._unsupported(revision)
         withdrawn = self.withdrawn
+        degraded = self._degraded.get(revision, record.degraded)
         # Identity, not equality: an equal set from another computation is swapped in once,
         # so that the caller's cheap identity test (see the middleware) holds from then on.
-        return record if record.withheld is withdrawn else replace(record, withheld=withdrawn)
+        if record.withheld is not withdrawn or record.degraded != degraded:
+            record = replace(record, withheld=withdrawn, degraded=degraded)
+        return self._check_required(record) if check else record
 
     @property
     def supported_advertised(self) -> list[str]:

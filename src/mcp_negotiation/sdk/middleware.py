@@ -163,7 +163,7 @@ class NegotiationMiddleware:
         traced = None
         if ctx.request_id is None:
             # Notifications are never refused; legacy ones still see their session's record.
-            record = self._stored(ctx)
+            record = self._stored(ctx, started, False)
         else:
             era = revisions.era(ctx.protocol_version)
             handshake = ctx.method == "initialize"
@@ -182,7 +182,7 @@ class NegotiationMiddleware:
                 except NegotiationRefused:
                     return {}
             else:
-                stored = self._stored(ctx) if era == "legacy" else None
+                stored = self._stored(ctx, started, ctx.method not in _EXEMPT) if era == "legacy" else None
                 record = base or stored or self._negotiated(ctx, started, self._negotiate_request, ctx, era)
                 if record is not None and self.ucp is not None and ctx.method == "tools/call":
                     if shape is not None and base is None:
@@ -273,7 +273,9 @@ class NegotiationMiddleware:
             logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")
             return None
 
-    def _stored(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
+    def _stored(self, ctx: ServerRequestContext[Any, Any], started: float, check: bool) -> Negotiation | None:
+        """The connection's record from its handshake; with `check`, the request is refused when
+        the policy applied since no longer serves the session (see `Negotiator.refreshed`)."""
         state = seams.connection_state(ctx)
         record = state.get(seams.STATE_KEY) if state is not None else None
         if type(record) is not Negotiation:
@@ -282,8 +284,8 @@ class NegotiationMiddleware:
         # Per legacy request: one C call and two identity tests; a refresh only when the day
         # or the policy changed since the record was made (or last refreshed).
         if record.withheld is not negotiator.last_withdrawn or monotonic() >= negotiator.fresh_until:
-            record = negotiator.refreshed(record)
-            if state is not None:
+            record = self._negotiated(ctx, started, negotiator.refreshed, record, check)
+            if record is not None and state is not None:
                 state[seams.STATE_KEY] = record
         return record
 

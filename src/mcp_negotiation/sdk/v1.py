@@ -170,27 +170,27 @@ async def _handle(
     started = time.perf_counter()
     http_request = _http_request(message)
     transport, headers = origin(getattr(http_request, "headers", None))
-    record = _records.get(session)
-    if record is None:
-        # Stateless HTTP (a fresh session per POST) or a request before `initialize`: the SDK
-        # serves it at its header's revision, else at the specification's default.
-        version = headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
-        try:
+    stored = _records.get(session)
+    ping = type(request).__name__ == "PingRequest"
+    try:
+        if stored is None:
+            # Stateless HTTP (a fresh session per POST) or a request before `initialize`: the SDK
+            # serves it at its header's revision, else at the specification's default.
+            version = headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
             record = holder.negotiator.without_session(
-                version,
-                transport=transport,
-                headers=headers,
-                any_revision=type(request).__name__ == "PingRequest",
+                version, transport=transport, headers=headers, any_revision=ping
             )
-        except NegotiationRefused as refused:
-            handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
-            method = getattr(request, "method", "")
-            _trace_refusal(holder, method, refused.refusal, started, {"protocolVersion": version}, transport)
-            await message.respond(_error_data(refused.refusal))
-            return None
-    else:
-        stored = record
-        record = holder.negotiator.refreshed(record)
+        else:
+            # A session the policy applied since no longer serves is refused (see `refreshed`).
+            version = stored.protocol_version
+            record = holder.negotiator.refreshed(stored, not ping)
+    except NegotiationRefused as refused:
+        handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
+        method = getattr(request, "method", "")
+        _trace_refusal(holder, method, refused.refusal, started, {"protocolVersion": version}, transport)
+        await message.respond(_error_data(refused.refusal))
+        return None
+    if stored is not None:
         if record.session_id is None and http_request is not None:
             # Stateful HTTP: the SDK routed this request to its session by this header, so it
             # is the server's id. `initialize` carried none (the id comes with its answer).
