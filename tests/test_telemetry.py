@@ -31,13 +31,13 @@ from mcp.shared.exceptions import MCPError
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from harness import ROOT, RawRequest, initialize_params, legacy_session, open_streams, serve_http, structured
-from mcp_negotiation import Negotiator, Policy, telemetry
+from mcp_negotiation import Negotiator, Policy, negotiate, telemetry
 from mcp_negotiation.demo import build
 from mcp_negotiation.telemetry import MAX_LIST, SPAN_NAME, span_attributes
 
@@ -185,7 +185,12 @@ async def test_legacy_records_one_span_per_initialize(spans: InMemorySpanExporte
             await session.call_tool("negotiation", {})
             await session.list_tools()
     finished = spans.get_finished_spans()
-    (span,) = named(finished, SPAN_NAME)  # none for the later requests of the session
+    ours = named(finished, SPAN_NAME)
+    (span,) = [s for s in ours if attrs(s)["mcp.method.name"] == "initialize"]
+    # A session's later requests are not negotiated again. Without one (stateless), each POST
+    # is: once, with its repeats linked (see test_legacy_stateless_requests_are_counted_each).
+    later = [attrs(s)["mcp.method.name"] for s in ours if s is not span]
+    assert later == (["tools/call"] if kind == "http-stateless" else [])
     server_span = _assert_is_child_of_server_span(span, finished)
     assert server_span.name == "initialize"
     _assert_joined_client_trace(server_span, finished)
@@ -957,7 +962,8 @@ async def test_a_failing_telemetry_backend_never_reaches_the_server(
     with caplog.at_level(logging.ERROR, logger="mcp_negotiation"):
         await _serve_everything()
     failures = [r for r in caplog.records if "telemetry failed" in r.getMessage()]
-    assert len(failures) >= 3  # legacy, modern, refusal
+    # Legacy, modern and the refusal fail each; a refusal is not built from span_attributes.
+    assert len(failures) >= (2 if broken == "span_attributes" else 3)
     assert all(r.exc_info and "broken telemetry backend" in str(r.exc_info[1]) for r in failures)
     if broken == "span_attributes":
         # The span was started before the failure and is still ended (no leak), bare.
@@ -1307,3 +1313,123 @@ async def test_a_call_the_sdk_lists_tools_for_is_refused_once_and_nothing_is_log
     assert listed_for == []  # the listing was answered empty, not by the server's handler
     assert _negotiated_methods(spans.get_finished_spans()) == [("tools/call", "refused")]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+# ---------------------------------------------------------------------------------------
+# What the ASGI layer must not take for the SDK's refusals, and what it joins
+
+
+async def test_a_tools_own_error_with_a_negotiation_code_is_not_a_refusal(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    """A gateway relaying an upstream -32022: modern HTTP answers it with a 400, as the SDK's
+    own refusals; the request was negotiated and accepted, and is recorded so, once."""
+    server = negotiate(MCPServer("gateway"), Policy())
+
+    @server.tool()
+    async def relay() -> str:
+        raise MCPError(-32022, "upstream: Unsupported protocol version")
+
+    with serve_http(server.streamable_http_app()) as url:
+        before = _points(reader, "mcp.negotiation.count")
+        async with Client(url, mode="2026-07-28") as client:
+            with pytest.raises(MCPError) as relayed:
+                await client.call_tool("relay", {})
+        after = _points(reader, "mcp.negotiation.count")
+    assert relayed.value.error.code == -32022
+    outcomes = [attrs(s)["mcp.negotiation.outcome"] for s in named(spans.get_finished_spans(), SPAN_NAME)]
+    assert "refused" not in outcomes
+    assert _count_delta(before, after, "value").keys() == {_labels("modern", "2026-07-28", "accepted")}
+
+
+async def test_a_refusal_before_dispatch_joins_the_clients_trace(spans: InMemorySpanExporter) -> None:
+    """No SDK span exists yet: the refusal is a child of the client's span in its `traceparent`."""
+    import httpx2
+
+    tracer = trace.get_tracer("client")
+    with tracer.start_as_current_span("client call") as client_span:
+        carrier: dict[str, str] = {}
+        from opentelemetry import propagate
+
+        propagate.inject(carrier)
+    with serve_http(build().streamable_http_app()) as url:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            headers = {**_RAW_HEADERS, "mcp-protocol-version": "2027-01-01", **carrier}
+            response = await http.post(url, json=_raw_modern("2027-01-01"), headers=headers)
+    assert response.json()["error"]["code"] == -32022
+    (span,) = _refused(spans.get_finished_spans())
+    assert span.parent is not None
+    assert span.parent.span_id == client_span.get_span_context().span_id
+    assert span.context.trace_id == client_span.get_span_context().trace_id
+
+
+async def test_legacy_stateless_requests_are_counted_each(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    """Each POST is a connection of its own, negotiated on its own: served ones count as
+    much as refused ones, or an operator's refusal ratio is wrong."""
+    import httpx2
+
+    async def post(revision: str, number: int) -> Any:
+        body = {"jsonrpc": "2.0", "id": number, "method": "tools/list", "params": {}}
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": revision}
+        async with httpx2.AsyncClient(timeout=30) as http:
+            return await http.post(url, json=body, headers=headers)
+
+    server = build(Policy(min_revision="2025-06-18"))
+    with serve_http(server.streamable_http_app(stateless_http=True)) as url:
+        before = _points(reader, "mcp.negotiation.count")
+        served = [await post("2025-11-25", number) for number in range(5)]
+        refused = [await post("2025-03-26", number) for number in range(2)]
+        after = _points(reader, "mcp.negotiation.count")
+    assert all("result" in r.text for r in served)
+    assert all("-32022" in r.text for r in refused)
+    assert _count_delta(before, after, "value") == {
+        _labels("legacy", "2025-11-25", "accepted"): 5,
+        frozenset(
+            {
+                ("mcp.negotiation.era", "legacy"),
+                ("mcp.protocol.version", "unknown"),
+                ("mcp.negotiation.outcome", "refused"),
+            }
+        ): 2,
+    }
+    accepted = [
+        s
+        for s in named(spans.get_finished_spans(), SPAN_NAME)
+        if attrs(s)["mcp.negotiation.outcome"] == "accepted"
+    ]
+    (span,) = accepted  # the four repeats link to it
+    assert attrs(span)["mcp.negotiation.capabilities_known"] is False
+
+
+class _Failing(SpanProcessor):
+    """A span processor whose `on_end` raises for our spans (a buggy exporter, say)."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.name == SPAN_NAME:
+            raise RuntimeError("exporter down")
+
+
+async def test_a_failing_span_pipeline_leaves_the_metrics_and_the_repeats_whole(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    failing = _Failing()
+    provider.add_span_processor(failing)
+    try:
+        before = _points(reader, "mcp.negotiation.count")
+        async with Client(build(), mode="2026-07-28") as client:
+            for _ in range(4):
+                structured(await client.call_tool("negotiation", {}))
+        after = _points(reader, "mcp.negotiation.count")
+    finally:
+        processors = provider._active_span_processor._span_processors  # no public removal
+        provider._active_span_processor._span_processors = tuple(p for p in processors if p is not failing)
+    requests = [s for s in spans.get_finished_spans() if s.kind is SpanKind.SERVER]
+    assert len(requests) >= 4  # (the client may list the tools first)
+    assert sum(_count_delta(before, after, "value").values()) == len(requests)
+    failures = [r for r in caplog.records if "telemetry failed" in r.getMessage()]
+    assert len(failures) == 1  # the repeats link to the span; they do not trace it again
+    assert sum(len(s.links) for s in requests) == len(requests) - 1

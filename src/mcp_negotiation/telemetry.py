@@ -31,7 +31,7 @@ from contextvars import ContextVar
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
-from opentelemetry import metrics, trace
+from opentelemetry import metrics, propagate, trace
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.trace import propagation as trace_propagation
@@ -65,6 +65,8 @@ NETWORK_TRANSPORT: Final[Mapping[Transport, str]] = {
     "unknown": "unknown",
 }
 
+_FAILED: Final = "mcp_negotiation: telemetry failed (ignored)"
+"""Logged, with the exception, wherever telemetry fails: it never raises into the server."""
 _tracer = trace.get_tracer("mcp_negotiation")
 _meter = metrics.get_meter("mcp_negotiation")
 LABEL_KEYS: Final = ("mcp.negotiation.era", "mcp.protocol.version", "mcp.negotiation.outcome")
@@ -226,15 +228,28 @@ def _emit(
     duration: float,
     error: str | None,
     correct_parent: bool,
+    carrier: Mapping[str, str] | None = None,
 ) -> SpanContext | None:
-    """Start and end the span, add the event, count and time.
+    """Count and time, then start and end the span and add the event.
 
     `build` runs only if something records. Answers the span's context when it was
-    recorded (something to link to), else None.
+    recorded (something to link to), else None. The metrics go first, and each part
+    fails on its own: a broken span pipeline (an exporter, a processor) must not take the
+    metrics with it, nor make every repeat of this negotiation trace it again.
     """
     end = time.time_ns()
+    try:
+        _tally(labels).add()
+        _duration.record(duration, dict(zip(LABEL_KEYS, labels, strict=True)))
+    except Exception:
+        logger.exception(_FAILED)
     parent = trace.get_current_span()
-    span = _tracer.start_span(SPAN_NAME, kind=SpanKind.INTERNAL, start_time=end - int(duration * 1e9))
+    context = None
+    if carrier is not None and not parent.get_span_context().is_valid:
+        context = propagate.extract(carrier)  # before the SDK's span exists: the client's trace
+    span = _tracer.start_span(
+        SPAN_NAME, context=context, kind=SpanKind.INTERNAL, start_time=end - int(duration * 1e9)
+    )
     recorded = span.is_recording()  # asked now: an ended span no longer records
     try:
         if recorded or parent.is_recording():
@@ -250,10 +265,12 @@ def _emit(
                 if correct_parent and _is_sdk_initialize_span(parent):
                     # The SDK's initialize span records its pre-negotiation seed; the agreed one is ours.
                     parent.set_attribute("mcp.protocol.version", attributes["mcp.protocol.version"])
-    finally:
+    except Exception:
+        logger.exception(_FAILED)
+    try:
         span.end(end_time=end)
-    _tally(labels).add()
-    _duration.record(duration, dict(zip(LABEL_KEYS, labels, strict=True)))
+    except Exception:
+        logger.exception(_FAILED)
     return span.get_span_context() if recorded else None
 
 
@@ -299,7 +316,7 @@ def repeated(traced: Traced) -> bool:
             parent.add_link(traced.context)
         traced.count()
     except Exception:
-        logger.exception("mcp_negotiation: telemetry failed (ignored)")
+        logger.exception(_FAILED)
     return True
 
 
@@ -333,7 +350,7 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
             traced.context = context  # first seen while nothing recorded: repeats link here now
         return traced
     except Exception:
-        logger.exception("mcp_negotiation: telemetry failed (ignored)")
+        logger.exception(_FAILED)
         return None
 
 
@@ -357,8 +374,13 @@ def record_refusal(
     protocol_version: str,
     transport: Transport,
     session_id: str | None,
+    carrier: Mapping[str, str] | None = None,
 ) -> None:
-    """Trace a refused negotiation, with `error.type` set to the JSON-RPC code. Never raises."""
+    """Trace a refused negotiation, with `error.type` set to the JSON-RPC code. Never raises.
+
+    `carrier`: the HTTP headers of a request refused before the SDK opened its span, whose
+    trace context (`traceparent`) the refusal then joins.
+    """
     try:
         era = "legacy" if method == "initialize" else revisions.era(protocol_version)
 
@@ -378,6 +400,6 @@ def record_refusal(
                 attributes["mcp.session.id"] = session_id
             return attributes
 
-        _emit(build, _metric_labels(era, None, "refused"), duration, str(refusal.code), False)
+        _emit(build, _metric_labels(era, None, "refused"), duration, str(refusal.code), False, carrier)
     except Exception:
-        logger.exception("mcp_negotiation: telemetry failed (ignored)")
+        logger.exception(_FAILED)

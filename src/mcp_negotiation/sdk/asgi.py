@@ -24,7 +24,7 @@ from .. import telemetry
 from ..errors import Refusal
 from ..negotiation import Policy
 
-__all__ = ["REFUSED_MARK", "RefusalRecorder", "negotiation_asgi"]
+__all__ = ["JUDGED_MARK", "RefusalRecorder", "negotiation_asgi"]
 
 logger = logging.getLogger("mcp_negotiation")
 
@@ -34,18 +34,23 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-REFUSED_MARK: Final = "mcp_negotiation.refused"
-"""Set in the ASGI scope once a refusal is traced (by the middleware or by this layer), so
-that it is traced once however many wrappers a mounted app has."""
+JUDGED_MARK: Final = "mcp_negotiation.judged"
+"""Set in the ASGI scope once the request reached the middleware, or its refusal was traced
+here: a 400 after that is a handler's error, or traced already (however many wrappers a
+mounted app has), never a refusal the SDK made before dispatch."""
 _TRACED_CODES: Final = frozenset({-32020, -32022})
 """What the SDK's ladder refuses before dispatch for negotiation reasons (header/body, revision)."""
 _MAX_BODY: Final = 65_536
 
 
+def _text(raw: bytes) -> str:
+    return bytes(raw).decode("latin-1")
+
+
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers") or ():
         if key.lower() == name:
-            return bytes(value).decode("latin-1")
+            return _text(value)
     return None
 
 
@@ -122,12 +127,12 @@ def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], d
     """Record a pre-dispatch refusal found in a 400 response. Never raises."""
     try:
         policy = policy_now()
-        if policy is None or scope.get(REFUSED_MARK):
+        if policy is None or scope.get(JUDGED_MARK):
             return
         refusal = _refusal_in(body)
         if refusal is None or refusal.code not in _TRACED_CODES:
             return
-        scope[REFUSED_MARK] = True  # an outer wrapper of the same request stays silent
+        scope[JUDGED_MARK] = True  # an outer wrapper of the same request stays silent
         version = _header(scope, b"mcp-protocol-version") or ""
         telemetry.record_refusal(
             _header(scope, b"mcp-method") or "unknown",
@@ -137,6 +142,7 @@ def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], d
             params={"protocolVersion": version} if version else None,
             protocol_version=version,
             transport="http",
+            carrier={_text(key): _text(value) for key, value in scope.get("headers") or ()},
             # Only the modern entry refuses before dispatch, and modern requests have no
             # session: an `Mcp-Session-Id` header here is the client's word, not the SDK's.
             session_id=None,

@@ -45,7 +45,7 @@ from ..ucp.binding import (
 )
 from ..ucp.errors import UcpError
 from . import seams
-from .asgi import REFUSED_MARK
+from .asgi import JUDGED_MARK
 from .context import BOUND_ATTRIBUTE, _current
 from .origin import NO_HEADERS, on_stdio, origin
 
@@ -171,9 +171,12 @@ class NegotiationMiddleware:
                 # A removed method in this era, which needs no envelope: the SDK's own -32601,
                 # as an unwrapped server answers it, not a verdict on what it never had to carry.
                 return await call_next(ctx)
+            behalf = era == "modern" and ctx.request is not None and seams.served_for_another(ctx)
+            if ctx.request is not None and not behalf:
+                seams.mark_scope(ctx, JUDGED_MARK)  # a 400 from here on is no refusal before dispatch
             if handshake:
                 record = self._negotiated(ctx, started, self._handshake, ctx)
-            elif era == "modern" and ctx.request is not None and seams.served_for_another(ctx):
+            elif behalf:
                 # Negotiated, so that a server listing its tools per client lists this client's,
                 # but neither traced nor refused: the client's own request is, next. Refused,
                 # it gets an empty result, from which the SDK checks nothing and logs no error.
@@ -191,7 +194,11 @@ class NegotiationMiddleware:
                     headers = record.headers if stored is None else _origin(ctx)[1]
                     record = await self._with_ucp(ctx, record, self.ucp, headers, started)
                     shape = None
-                if record is not None and (record.era == "modern" or record.ucp is not None):
+                # Traced per request: what each request carries (modern), a UCP agreement per call,
+                # and legacy requests without a session, each a connection of its own (stateless).
+                if record is not None and (
+                    record.era == "modern" or record.ucp is not None or not record.capabilities_known
+                ):
                     traced = telemetry.record_negotiation(
                         ctx.method, record, self.policy, time.perf_counter() - started
                     )
@@ -365,7 +372,7 @@ class NegotiationMiddleware:
         return True
 
     def _refuse(self, ctx: ServerRequestContext[Any, Any], refusal: Refusal, started: float) -> NoReturn:
-        """Trace the refusal, mark it for the ASGI layer, and answer the client with it."""
+        """Trace the refusal and answer the client with it."""
         telemetry.record_refusal(
             ctx.method,
             refusal,
@@ -376,7 +383,6 @@ class NegotiationMiddleware:
             transport=_origin(ctx)[0],
             session_id=seams.session_id(ctx),
         )
-        seams.mark_refused(ctx, REFUSED_MARK)
         raise _as_mcp_error(refusal)
 
 

@@ -73,8 +73,8 @@ def served_for_another(ctx: Any) -> bool:
     return sent is not None and sent != ctx.method
 
 
-def mark_refused(ctx: Any, mark: str) -> None:
-    """Flag the HTTP request's ASGI scope (shared with the ASGI layer) as refused by us."""
+def mark_scope(ctx: Any, mark: str) -> None:
+    """Flag the HTTP request's ASGI scope, which the ASGI layer shares."""
     scope = getattr(getattr(ctx, "request", None), "scope", None)
     if isinstance(scope, MutableMapping):
         scope[mark] = True
