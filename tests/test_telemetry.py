@@ -1433,3 +1433,22 @@ async def test_a_failing_span_pipeline_leaves_the_metrics_and_the_repeats_whole(
     failures = [r for r in caplog.records if "telemetry failed" in r.getMessage()]
     assert len(failures) == 1  # the repeats link to the span; they do not trace it again
     assert sum(len(s.links) for s in requests) == len(requests) - 1
+
+
+async def test_a_malformed_envelope_the_sdk_refuses_over_http_is_recorded(
+    spans: InMemorySpanExporter,
+) -> None:
+    """As the same envelope refused in process is (-32602, "malformed envelope")."""
+    import httpx2
+
+    body = _raw_modern("2026-07-28")
+    del body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    with serve_http(build().streamable_http_app()) as url:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            headers = {**_RAW_HEADERS, "mcp-protocol-version": "2026-07-28"}
+            response = await http.post(url, json=body, headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32602
+    (span,) = _refused(spans.get_finished_spans())
+    assert attrs(span)["error.type"] == "-32602"
+    assert attrs(span)["mcp.negotiation.era"] == "modern"

@@ -20,8 +20,8 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
-from .. import telemetry
-from ..errors import Refusal
+from .. import revisions, telemetry
+from ..errors import INVALID_PARAMS, Refusal
 from ..negotiation import Policy
 
 __all__ = ["JUDGED_MARK", "RefusalRecorder", "negotiation_asgi"]
@@ -38,8 +38,9 @@ JUDGED_MARK: Final = "mcp_negotiation.judged"
 """Set in the ASGI scope once the request reached the middleware, or its refusal was traced
 here: a 400 after that is a handler's error, or traced already (however many wrappers a
 mounted app has), never a refusal the SDK made before dispatch."""
-_TRACED_CODES: Final = frozenset({-32020, -32022})
-"""What the SDK's ladder refuses before dispatch for negotiation reasons (header/body, revision)."""
+_TRACED_CODES: Final = frozenset({-32020, -32022, -32602})
+"""What the SDK's ladder refuses before dispatch for negotiation reasons: headers that
+contradict the body, a revision, and (at a modern revision) a malformed envelope."""
 _MAX_BODY: Final = 65_536
 
 
@@ -130,10 +131,12 @@ def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], d
         if policy is None or scope.get(JUDGED_MARK):
             return
         refusal = _refusal_in(body)
+        version = _header(scope, b"mcp-protocol-version") or ""
         if refusal is None or refusal.code not in _TRACED_CODES:
             return
+        if refusal.code == INVALID_PARAMS and revisions.era(version) != "modern":
+            return  # a legacy request's params, not an envelope
         scope[JUDGED_MARK] = True  # an outer wrapper of the same request stays silent
-        version = _header(scope, b"mcp-protocol-version") or ""
         telemetry.record_refusal(
             _header(scope, b"mcp-method") or "unknown",
             refusal,
