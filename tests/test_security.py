@@ -13,7 +13,9 @@ any connection is made:
   construction (nothing beyond loopback is ever dialled, even if a check were missing);
 - DNS rebinding: the name is resolved once and the checked address is the one dialled;
 - a property test over every IPv4 address in a special range, in every spelling that
-  resolvers and browsers accept (decimal, octal, hex, short forms), and IPv6 tunnels.
+  resolvers and browsers accept (decimal, octal, hex, short forms), and IPv6 tunnels;
+- what a failed fetch tells the platform: a fixed phrase per kind of failure, never the
+  HTTP and TLS stack's exception text, which goes to the operator's log instead.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -40,7 +43,7 @@ from mcp.shared.exceptions import MCPError
 from harness import serve_http
 from mcp_negotiation.ucp import INVALID_PROFILE_URL, UCP_JSONRPC_ERROR, HttpsProfileResolver, UcpError
 from mcp_negotiation.ucp import resolver as resolver_module
-from profile_server import DOCUMENT, ProfileServer, Route
+from profile_server import DOCUMENT, ProfileServer, Route, Tls
 from ucp_shop import build as build_shop
 
 HANG = 60.0
@@ -352,6 +355,76 @@ async def test_dns_rebinding_the_checked_address_is_the_one_dialled(
                 await fresh.resolve(host.url("/p.json", host="rebind.example"))
             assert refused.value.code == INVALID_PROFILE_URL
             assert len(host.requests) == 1
+
+
+# -- what a failed fetch tells the platform, and what it tells the operator ------------------------------
+
+FETCH_FAILURES: dict[str, tuple[str, str]] = {
+    "untrusted certificate": (
+        "the profile host's TLS certificate could not be verified",
+        "CERTIFICATE_VERIFY_FAILED",
+    ),
+    "no TLS": ("the TLS handshake with the profile host failed", "[SSL:"),
+    "refused": ("cannot connect to the profile host", "ConnectError"),
+    "bad status line": ("the profile host broke the HTTP protocol", "illegal status line"),
+    "cut mid-body": ("the profile host broke the HTTP protocol", "received 6 bytes, expected 1000"),
+    "silent": ("the profile host did not answer in time", "ReadTimeout"),
+}
+"""Per kind of failure: what the platform is told, and a piece of the exception the log shows."""
+
+LEAKS = ("SSL", "_ssl.c", "Error(", "Timeout(", "2000", "bytes", "httpx", "httpcore")
+"""Text of the exceptions behind `FETCH_FAILURES`, none of which the platform may see."""
+
+
+async def _answer_in_plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+    await writer.drain()
+    writer.close()
+
+
+@asynccontextmanager
+async def _failing_fetch(kind: str, tls: Tls) -> AsyncIterator[tuple[str, HttpsProfileResolver]]:
+    """A profile URL on 127.0.0.1 whose fetch fails as `kind` says, and the resolver to try it."""
+    resolver = HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"], read_timeout=0.2)
+    if kind == "refused":
+        with socket.socket() as bound:  # bound, never listening: every connection is refused
+            bound.bind(("127.0.0.1", 0))
+            yield f"https://127.0.0.1:{bound.getsockname()[1]}/p.json", resolver
+    elif kind == "no TLS":
+        server = await asyncio.start_server(_answer_in_plain_http, "127.0.0.1", 0)
+        async with server:
+            yield f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/p.json", resolver
+    else:
+        routes = {
+            "bad status line": Route(status=2000),
+            "cut mid-body": Route(body=b'{"ucp"', declare_length=False, headers={"Content-Length": "1000"}),
+        }
+        async with ProfileServer(tls.server) as host:
+            host.routes["/p.json"] = routes.get(kind, Route(gate=host.gate()))
+            if kind == "untrusted certificate":  # the default trust store, which lacks the test CA
+                resolver = HttpsProfileResolver(allow_addresses=["127.0.0.1"])
+            yield host.url("/p.json"), resolver
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", FETCH_FAILURES)
+async def test_a_failed_fetch_tells_the_platform_its_kind_and_the_log_the_exception(
+    kind: str, tls: Tls, caplog: pytest.LogCaptureFixture
+) -> None:
+    told, logged = FETCH_FAILURES[kind]
+    caplog.set_level(logging.WARNING, logger="mcp_negotiation")
+    with anyio.fail_after(HANG):
+        async with _failing_fetch(kind, tls) as (url, resolver), Client(build_shop(resolver)) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("negotiated", {"meta": {"ucp-agent": {"profile": url}}})
+    data = refused.value.error.data
+    assert (data["code"], data["content"]) == ("profile_unreachable", told)
+    assert [leak for leak in LEAKS if leak in json.dumps(data)] == []
+    warnings = [r for r in caplog.records if r.name == "mcp_negotiation" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert url in warnings[0].getMessage()
+    assert told in warnings[0].getMessage()
+    assert logged in caplog.text  # the traceback, with the exception's own text, is in the log
 
 
 # -- property: every special IPv4 address in every spelling; IPv6 tunnels --------------------------------

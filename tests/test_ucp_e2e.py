@@ -26,7 +26,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from harness import EXAMPLES, legacy_session, open_streams, serve_http, structured
-from mcp_negotiation import Policy, negotiate, requires_ucp
+from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
 from mcp_negotiation.ucp import (
     UCP_EXTENSION_ID,
     UCP_SESSION_KEY,
@@ -305,14 +305,22 @@ async def test_a_slow_profile_host_does_not_stall_other_clients(tls: Tls, platfo
     assert slow_result[0]["ucp"]["capabilities"] == AGREED
 
 
-@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_every_discovery_error_offers_the_continue_url(mode: str) -> None:
-    """From reading the URL to resolving it, and in `@requires_ucp`, the web fallback goes along."""
-    known = "https://platform.example/profile.json"
-    platform = json.loads((EXAMPLES / "ucp/platform_profile.json").read_text())
-    web = "https://shop.example/checkout"
+KNOWN = "https://platform.example/profile.json"
+WITHOUT_CHECKOUT = "https://platform.example/no-checkout.json"
+WEB = "https://shop.example/checkout"
+
+
+def _shop_with_fallback() -> MCPServer:
+    """A shop offering `WEB` as its web fallback, knowing two platforms: one shares checkout."""
+    platforms = {
+        KNOWN: json.loads((EXAMPLES / "ucp/platform_profile.json").read_text()),
+        WITHOUT_CHECKOUT: json.loads(ROUTES["/no-checkout.json"]),
+    }
     ucp = UcpPolicy(
-        business_profile=BUSINESS_PROFILE, resolver=StaticResolver({known: platform}), continue_url=web
+        business_profile=BUSINESS_PROFILE,
+        resolver=StaticResolver(platforms),
+        continue_url=WEB,
+        stamp_results=True,
     )
     server = negotiate(MCPServer("shop"), Policy(ucp=ucp))
 
@@ -321,21 +329,69 @@ async def test_every_discovery_error_offers_the_continue_url(mode: str) -> None:
     async def create_checkout(items: list[str], ctx: Context) -> dict[str, Any]:
         return {"items": items}
 
+    @server.tool()
+    async def negotiated(ctx: Context) -> dict[str, Any]:
+        record = negotiation_of(ctx)
+        return {"ucp": record.ucp.as_dict() if record.ucp else None}
+
+    return server
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_every_ucp_error_offers_the_continue_url(mode: str) -> None:
+    """From reading the URL to resolving it, and in `@requires_ucp`, the web fallback goes along:
+    with the discovery errors, and in the `capabilities_incompatible` result too."""
     cases = {
         "http://platform.example/profile.json": ("invalid_profile_url", "https"),
         "https://platform.example/unknown.json": ("profile_unreachable", ""),
         None: ("invalid_profile_url", "none was given"),
     }
-    async with Client(server, mode=mode) as client:
+    async with Client(_shop_with_fallback(), mode=mode) as client:
         for url, (code, says) in cases.items():
             arguments: dict[str, Any] = {"items": ["tea"]}
             if url is not None:
                 arguments["meta"] = {"ucp-agent": {"profile": url}}
             data = await _refused_with(client.call_tool("create_checkout", arguments), code)
             assert says in data["content"]
-            assert data["continue_url"] == web
-        served = structured(await client.call_tool("create_checkout", _meta_args(known)))
+            assert data["continue_url"] == WEB
+        incompatible = await client.call_tool("create_checkout", _meta_args(WITHOUT_CHECKOUT))
+        served = structured(await client.call_tool("create_checkout", _meta_args(KNOWN)))
+    body = incompatible.structured_content
+    assert body is not None
+    assert body["messages"][0]["code"] == "capabilities_incompatible"
+    assert body["continue_url"] == WEB
+    assert json.loads(incompatible.content[0].text) == body  # type: ignore[union-attr]
     assert served["items"] == ["tea"]
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [KNOWN, [KNOWN], {"url": KNOWN}, {"profile": None}, {}, 42, True, {"profile": 42}],
+    ids=["string", "list", "other key", "null profile", "empty", "number", "boolean", "number profile"],
+)
+@pytest.mark.parametrize("tool", ["create_checkout", "negotiated"])
+async def test_a_malformed_ucp_agent_argument_is_refused_not_ignored(agent: Any, tool: str) -> None:
+    """A platform that says `ucp-agent` names one: without a profile URL in it, whatever
+    the tool, the call is refused as a bad URL, not run as if no platform had been named."""
+    async with Client(_shop_with_fallback(), mode="2026-07-28") as client:
+        data = await _refused_with(
+            client.call_tool(tool, {"items": ["tea"], "meta": {"ucp-agent": agent}}), "invalid_profile_url"
+        )
+        assert data["continue_url"] == WEB
+        served = structured(await client.call_tool(tool, _meta_args(KNOWN)))
+    assert served["ucp"]["version"] == V
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{}, {"meta": "ucp-agent"}, {"meta": [KNOWN]}, {"meta": {"ucp": KNOWN}}, {"meta": {"ucp-agent": None}}],
+    ids=["no meta", "meta string", "meta list", "no ucp-agent", "null ucp-agent"],
+)
+async def test_a_meta_argument_without_ucp_agent_names_no_platform(arguments: dict[str, Any]) -> None:
+    """A tool may take an argument of its own called `meta`: unless it holds `ucp-agent`,
+    the call names no platform through its arguments."""
+    async with Client(_shop_with_fallback(), mode="2026-07-28") as client:
+        assert structured(await client.call_tool("negotiated", arguments)) == {"ucp": None}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])

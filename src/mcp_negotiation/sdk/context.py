@@ -21,7 +21,7 @@ from typing import Any, Final, TypeVar, cast
 from ..errors import Refusal
 from ..negotiation import Negotiation, Negotiator, capability_names, supports
 from ..ucp.binding import with_agreement
-from ..ucp.errors import INVALID_PROFILE_URL, UcpError
+from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
 from .compat import raise_refusal, tool_result
 
 __all__ = [
@@ -158,15 +158,18 @@ def _scoped_ucp(
         )
         raise_refusal(Refusal(-32603, "this server is not configured for UCP"))
     agreement = entry[0].ucp if entry is not None else None
-    if entry is None or agreement is None:
-        missing = UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
-        error = (ucp_policy.offered(missing) if ucp_policy is not None else missing).to_jsonrpc_error()
-        raise_refusal(Refusal(error["code"], error["message"], error["data"]))
     try:
+        if entry is None or agreement is None:
+            raise UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
         scoped = agreement.for_operation(root)
-    except UcpError as incompatible:
-        structured = incompatible.to_tool_result()
-        return _Incompatible(tool_result(structured, json.dumps(structured)))
+    except UcpError as failure:
+        # Offered like every other UCP error, so each form carries the business's web fallback.
+        offered = ucp_policy.offered(failure) if ucp_policy is not None else failure
+        if offered.code == CAPABILITIES_INCOMPATIBLE:
+            structured = offered.to_tool_result()
+            return _Incompatible(tool_result(structured, json.dumps(structured)))
+        error = offered.to_jsonrpc_error()
+        raise_refusal(Refusal(error["code"], error["message"], error["data"]))
     return with_agreement(entry[0], scoped), entry[1]
 
 

@@ -109,6 +109,26 @@ def _profile_in(value: Any) -> str | None:
     return validate_profile_url(profile) if profile is not None else None
 
 
+def _agent_in(arguments: Any) -> str | None:
+    """The profile URL `arguments.meta["ucp-agent"]` names, or None when it names none.
+
+    A tool may take an argument of its own called `meta`, so a `meta` that is not an
+    object, or has no `ucp-agent` (or a null one, as the session extension reads null),
+    names no platform. A `ucp-agent` value is the platform speaking, though: one without
+    a profile URL is refused like a malformed header, rather than read as silence and the
+    call run without the agreement the platform asked for.
+    """
+    meta = arguments.get("meta") if is_object(arguments) else None
+    agent = meta.get("ucp-agent") if is_object(meta) else None
+    if agent is None:
+        return None
+    if not is_object(agent) or agent.get("profile") is None:
+        raise UcpError(
+            INVALID_PROFILE_URL, 'arguments.meta["ucp-agent"] must be an object with a profile URL'
+        )
+    return validate_profile_url(agent.get("profile"))
+
+
 def platform_profile_url(
     params: Any,
     headers: Mapping[str, str],
@@ -126,9 +146,7 @@ def platform_profile_url(
     None when the call names no platform at all.
     """
     params = params if is_object(params) else {}
-    arguments = params.get("arguments")
-    meta = arguments.get("meta") if is_object(arguments) else None
-    from_arguments = _profile_in(meta.get("ucp-agent")) if is_object(meta) else None
+    from_arguments = _agent_in(params.get("arguments"))
     header = headers.get("ucp-agent")
     from_header = parse_ucp_agent(header) if header is not None else None
     if from_arguments and from_header and from_arguments != from_header:

@@ -20,10 +20,14 @@ Failures map to the specification's codes, which say who is at fault:
   the size cap (reading stops at the cap) and a body sent compressed although only
   `identity` was asked for.
 
-Profiles are cached (bounded LRU, TTL at least 60 s whatever `Cache-Control` says, at
-most 24 h), failures are remembered for a growing backoff so a dead platform costs one
-fetch per backoff rather than one per request, and concurrent resolves of one URL share
-one fetch. Stale-while-revalidate is not implemented: an expired profile is fetched
+A failed fetch is told to the platform in a fixed phrase per kind of failure; the
+exception itself goes to the operator's log (see `_fetch_failure`).
+
+Profiles are cached (bounded LRU, fresh for `Cache-Control: max-age` less the `Age` the
+response already has, as RFC 9111 computes it, but at least 60 s whatever the headers
+say and at most 24 h), failures are remembered for a growing backoff so a dead platform
+costs one fetch per backoff rather than one per request, and concurrent resolves of one
+URL share one fetch. Stale-while-revalidate is not implemented: an expired profile is fetched
 again before it is used.
 """
 
@@ -31,12 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import re
 import socket
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
@@ -68,6 +73,8 @@ __all__ = [
     "is_special_address",
 ]
 
+logger = logging.getLogger("mcp_negotiation")
+
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -81,7 +88,9 @@ MIN_FAILURE_BACKOFF: Final = 1.0
 """Seconds a first failure is remembered; each further consecutive failure doubles it."""
 MAX_FAILURE_BACKOFF: Final = 300.0
 
-_MAX_AGE: Final = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?([0-9]{1,10})\"?\s*(?:,|$)", re.IGNORECASE)
+_MAX_AGE: Final = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?([0-9]+)\"?\s*(?:,|$)", re.IGNORECASE)
+_LARGEST_DELTA: Final = 2**31
+"""What RFC 9111 (section 1.2.2) says a delta-seconds value too large to parse counts as."""
 _NUMERIC_LABEL: Final = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
 _NOT_GLOBALLY_REACHABLE: Final = tuple(
     ipaddress.ip_network(network)
@@ -173,10 +182,76 @@ def _inet_aton_accepts(host: str) -> bool:
     return True
 
 
-def _ttl(cache_control: str | None) -> float:
+def _delta_seconds(digits: str) -> int:
+    # Bounded before `int()`: a header of thousands of digits would otherwise cost quadratic
+    # time, or raise past the interpreter's digit limit, and means "forever" all the same.
+    significant = digits.lstrip("0")
+    return int(significant or "0") if len(significant) <= 10 else _LARGEST_DELTA
+
+
+def _ttl(cache_control: str | None, age: str | None) -> float:
+    """Seconds a profile stays fresh: RFC 9111's freshness lifetime less the current age.
+
+    A profile a CDN has held for most of its `max-age` is nearly stale, and keeping it for
+    a whole `max-age` more would serve a platform's old profile for twice as long as it
+    allows. Whatever the headers say, the result stays within [MIN_TTL, MAX_TTL].
+    """
     found = _MAX_AGE.search(cache_control or "")
-    max_age = int(found.group(1)) if found else 0
-    return min(max(float(max_age), MIN_TTL), MAX_TTL)
+    max_age = _delta_seconds(found.group(1)) if found else 0
+    # RFC 9111 section 5.1: use the first member of a list, and ignore an invalid value.
+    first = (age or "").partition(",")[0].strip()
+    current_age = _delta_seconds(first) if first.isascii() and first.isdigit() else 0
+    return min(max(float(max_age - current_age), MIN_TTL), MAX_TTL)
+
+
+_FETCH_FAILURES: Final[tuple[tuple[type[httpx2.HTTPError], str], ...]] = (
+    (httpx2.ConnectTimeout, "connecting to the profile host timed out"),
+    (httpx2.TimeoutException, "the profile host did not answer in time"),
+    (httpx2.ConnectError, "cannot connect to the profile host"),
+    (httpx2.NetworkError, "the connection to the profile host broke off"),
+    (httpx2.ProtocolError, "the profile host broke the HTTP protocol"),
+)
+"""What the platform is told of a failed fetch, by kind, most specific first."""
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and the exceptions it was raised from: the HTTP stack wraps the `ssl` error twice."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        yield cause
+        cause = cause.__cause__ or cause.__context__
+
+
+def _fetch_failure(parts: SplitResult, address: IPAddress, exc: httpx2.HTTPError) -> str:
+    """The phrase a failed fetch is reported to the platform with; the exception is logged.
+
+    The exception's own text describes this server rather than the profile host: the
+    HTTP stack's class names, OpenSSL's messages with the interpreter's C source
+    locations, bytes the host sent. Whoever names a URL would learn them, so the platform
+    is told what kind of failure it was, and the operator gets the exception itself.
+    """
+    tls = [cause for cause in _causes(exc) if isinstance(cause, ssl.SSLError)]
+    if isinstance(exc, httpx2.ConnectError) and tls:
+        unverified = any(isinstance(cause, ssl.SSLCertVerificationError) for cause in tls)
+        phrase = (
+            "the profile host's TLS certificate could not be verified"
+            if unverified
+            else "the TLS handshake with the profile host failed"
+        )
+    else:
+        phrase = next(
+            (text for kind, text in _FETCH_FAILURES if isinstance(exc, kind)), "fetching the profile failed"
+        )
+    logger.warning(
+        "mcp_negotiation: fetching the profile %s from %s failed (%s)",
+        urlunsplit(parts),
+        address,
+        phrase,
+        exc_info=exc,
+    )
+    return phrase
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,15 +398,16 @@ class HttpsProfileResolver:
     async def _get_any(
         self, parts: SplitResult, host: str, port: int, addresses: list[IPAddress]
     ) -> tuple[Profile, float]:
-        failure: Exception | None = None
+        failure = ""
         for address in addresses:
             try:
                 return await self._get(parts, host, port, address)
             except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-                failure = exc  # try the host's next address, as a browser would
+                # Try the host's next address, as a browser would.
+                failure = _fetch_failure(parts, address, exc)
             except httpx2.HTTPError as exc:
-                raise UcpError(PROFILE_UNREACHABLE, f"fetching the profile failed: {exc!r}") from None
-        raise UcpError(PROFILE_UNREACHABLE, f"cannot connect to the profile host: {failure!r}")
+                raise UcpError(PROFILE_UNREACHABLE, _fetch_failure(parts, address, exc)) from None
+        raise UcpError(PROFILE_UNREACHABLE, failure)
 
     async def _get(
         self, parts: SplitResult, host: str, port: int, address: IPAddress
@@ -359,7 +435,7 @@ class HttpsProfileResolver:
                     PROFILE_MALFORMED, "the profile was sent compressed although identity was asked"
                 )
             body = await self._read_capped(response)
-            ttl = _ttl(response.headers.get("cache-control"))
+            ttl = _ttl(response.headers.get("cache-control"), response.headers.get("age"))
         return Profile.from_bytes(body), ttl
 
     async def _read_capped(self, response: httpx2.Response) -> bytes:
