@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
-from datetime import date
+from datetime import date, datetime
 from itertools import pairwise
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_negotiation import revisions
+from mcp_negotiation import Policy, revisions
 from mcp_negotiation.protocols import (
     MCP_SEMVER,
     NegotiationResult,
@@ -114,27 +115,31 @@ def test_fallback_to_the_lower_sides_highest_minor_when_we_are_lower() -> None:
     theirs = [v("1.1.0", "tasks", "streaming"), v("1.3.0", "tasks", "streaming", "push", "list")]
     result = negotiate_version(ours, theirs)
     assert result.success
-    assert negotiated(result).version_string == "1.2.0"  # only we list it; they speak 1.3
-    # Both offer at/below 1.2.0: ours {tasks, streaming, push}, theirs {tasks, streaming}.
-    assert negotiated(result).capabilities == {"tasks", "streaming"}
-    assert result.degraded_capabilities == {"push"}
+    # Seed step 4: the lower side's highest minor, as that side declared it; they speak 1.3.
+    assert negotiated(result) is ours[1]
+    assert result.degraded_capabilities == frozenset()  # we settle on our own best
 
 
 def test_fallback_to_the_lower_sides_highest_minor_when_they_are_lower() -> None:
-    ours = [v("1.0.0", "a"), v("1.3.0", "a", "b", "c")]
+    ours = [v("1.0.0", "a"), v("1.3.0", "a", "b", "c", "d")]
     theirs = [v("1.1.0", "a", "b"), v("1.2.0", "a", "b", "c")]
     result = negotiate_version(ours, theirs)
-    assert negotiated(result).version_string == "1.2.0"  # only they list it
-    # Ours at/below 1.2.0 is only 1.0.0: we cannot vouch for "b" or "c" at 1.2.
-    assert negotiated(result).capabilities == {"a"}
-    assert result.degraded_capabilities == {"b", "c"}
+    assert negotiated(result) is theirs[1]  # only they list it: their entry
+    assert result.degraded_capabilities == {"d"}  # what our 1.3.0 has and their 1.2.0 lacks
 
 
 def test_fallback_where_the_higher_side_lists_nothing_below() -> None:
-    result = negotiate_version([v("1.2.0", "a")], [v("1.4.0", "a", "b")])
-    assert negotiated(result).version_string == "1.2.0"
-    assert negotiated(result).capabilities == frozenset()
-    assert negotiated(result).protocol is ProtocolName.MCP
+    mine = v("1.2.0", "a")
+    result = negotiate_version([mine], [v("1.4.0", "a", "b")])
+    assert negotiated(result) is mine
+    assert result.degraded_capabilities == frozenset()
+
+
+def test_what_the_remote_declares_never_costs_us_more() -> None:
+    """Declaring more at a higher version is not a reason for the local side to lose it."""
+    lacking = negotiate_version([v("1.2.0", "a")], [v("1.2.0")])
+    richer = negotiate_version([v("1.2.0", "a")], [v("1.4.0", "a")])
+    assert lacking.degraded_capabilities == richer.degraded_capabilities == frozenset()
 
 
 def test_fallback_is_within_the_highest_shared_major() -> None:
@@ -148,9 +153,10 @@ def test_highest_patch_both_list() -> None:
 
 
 def test_no_shared_patch_takes_the_lower_sides_highest_patch() -> None:
-    result = negotiate_version([v("1.0.1", "a"), v("1.0.4", "a", "b")], [v("1.0.2", "a", "b")])
-    assert negotiated(result).version_string == "1.0.2"  # only the remote lists it
-    assert negotiated(result).capabilities == {"a"}
+    theirs = v("1.0.2", "a", "b")
+    result = negotiate_version([v("1.0.1", "a"), v("1.0.4", "a", "b", "c")], [theirs])
+    assert negotiated(result) is theirs  # only the remote lists it
+    assert result.degraded_capabilities == {"c"}
 
 
 # --- version_is_compatible ---------------------------------------------------------------
@@ -284,6 +290,44 @@ def test_the_window_is_revisions_own() -> None:
         get_supported_versions("a2a", months_since_deprecation=-1)
 
 
+_NOT_A_MONTH_COUNT = "months_since_deprecation must be a whole number of months"
+_NOT_A_DAY = "today must be a datetime.date"
+
+
+@pytest.mark.parametrize(
+    ("clock", "message"),
+    [
+        ({"months_since_deprecation": True}, _NOT_A_MONTH_COUNT),
+        ({"months_since_deprecation": math.nan}, _NOT_A_MONTH_COUNT),
+        ({"months_since_deprecation": 11.9}, _NOT_A_MONTH_COUNT),
+        ({"months_since_deprecation": 12.0}, _NOT_A_MONTH_COUNT),
+        ({"months_since_deprecation": "3"}, _NOT_A_MONTH_COUNT),
+        ({"today": datetime(2027, 1, 1, 12, 0)}, _NOT_A_DAY),
+        ({"today": "2027-01-01"}, _NOT_A_DAY),
+        ({"today": "not a date", "months_since_deprecation": 0}, _NOT_A_DAY),
+    ],
+)
+@pytest.mark.parametrize("protocol", ["mcp", "a2a"])
+def test_deprecation_clock_of_the_wrong_type_is_refused_as_policy_refuses_it(
+    clock: dict[str, object], message: str, protocol: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        get_supported_versions(protocol, **clock)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=message):  # Policy's own error class, the same words
+        Policy(**clock)  # type: ignore[arg-type]
+
+
+def test_today_and_months_together_must_name_the_same_month() -> None:
+    with pytest.raises(ValueError, match=r"41 whole months after .*not months_since_deprecation=0"):
+        get_supported_versions("mcp", months_since_deprecation=0, today=date(2030, 1, 1))
+    with pytest.raises(ValueError, match="pass one of them"):
+        Policy(months_since_deprecation=0, today=date(2030, 1, 1))
+    # 2027-01-15 is five whole months after 2026-07-28: no conflict, the window is open.
+    both = get_supported_versions("mcp", months_since_deprecation=5, today=date(2027, 1, 15))
+    assert both == get_supported_versions("mcp", months_since_deprecation=5)
+    assert "roots" in both[-1].capabilities
+
+
 def test_a2a_versions() -> None:
     versions = get_supported_versions("a2a")
     assert [x.version_string for x in versions] == [
@@ -375,7 +419,8 @@ def test_degraded_is_within_the_local_best(local: Versions, remote: Versions) ->
 
 
 @given(_VERSION_LISTS, _VERSION_LISTS)
-def test_negotiated_capabilities_are_honest(local: Versions, remote: Versions) -> None:
+def test_the_negotiated_version_is_an_entry_of_a_list(local: Versions, remote: Versions) -> None:
+    """Never a rebuilt value: the local entry when both list it, else the one side's entry."""
     result = negotiate_version(local, remote)
     chosen = result.negotiated_version
     if chosen is None:
@@ -383,17 +428,16 @@ def test_negotiated_capabilities_are_honest(local: Versions, remote: Versions) -
     mine = {_key(x): x for x in local}
     theirs = {_key(x): x for x in remote}
     key = _key(chosen)
-    assert key in mine or key in theirs  # the fallback never invents a version
-    if key in mine and key in theirs:
-        assert chosen is mine[key]
-    else:
+    assert chosen is (mine[key] if key in mine else theirs[key])
 
-        def offered(versions: list[ProtocolVersion]) -> frozenset[str]:
-            return frozenset().union(
-                *(x.capabilities for x in versions if x.major == key[0] and _key(x) <= key)
-            )
 
-        assert chosen.capabilities == offered(local) & offered(remote)
+@given(_VERSION_LISTS, _VERSION_LISTS)
+def test_settling_on_our_own_best_costs_nothing(local: Versions, remote: Versions) -> None:
+    result = negotiate_version(local, remote)
+    if result.negotiated_version is not None and _key(result.negotiated_version) == _key(
+        result.local_version
+    ):
+        assert result.degraded_capabilities == frozenset()
 
 
 # --- The worked example in docs/protocols.md runs and prints what the page shows ---------

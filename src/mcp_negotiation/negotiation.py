@@ -8,7 +8,6 @@ problem becomes a `Refusal` with the specification's code. The SDK adapter calls
 
 from __future__ import annotations
 
-import datetime
 import marshal
 import math
 from collections.abc import Collection, Iterable, Mapping
@@ -142,7 +141,8 @@ class Policy:
     every request needs (-32021 otherwise). `advertise` chooses which accepted
     revisions a -32022 refusal lists. The deprecation window withdraws roots, sampling
     and logging once `removal_date` has passed; `today` or `months_since_deprecation`
-    pin the clock for tests. `withhold` withdraws further features by name.
+    pin the clock for tests (both only if they name the same month, see
+    `revisions.deprecation_window_open`). `withhold` withdraws further features by name.
     `strict` makes installation raise instead of warning when the SDK lacks a hook.
     `record_client_identity` lets telemetry record client name and version.
     `trace_every_request` gives every modern request its own `capability_negotiated`
@@ -187,19 +187,14 @@ class Policy:
             if not _is_feature_name(name, client_only=False):
                 raise ValueError(f"unknown feature in withhold: {name!r}")
         object.__setattr__(self, "withhold", withhold)
-        for name in ("removal_date", "today"):  # `datetime.date`: tests may swap this module's `date`
-            value = getattr(self, name)
-            # A datetime is a date to isinstance, but does not compare with one.
-            is_day = isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)
-            if value is not None and not is_day:
-                raise TypeError(f"{name} must be a datetime.date (a day, not a datetime); got {value!r}")
-        months = self.months_since_deprecation
-        if months is not None and (isinstance(months, bool) or not isinstance(months, int)):
-            raise TypeError(f"months_since_deprecation must be a whole number of months; got {months!r}")
+        # Named here because the window's own check would call it `removal`.
+        revisions.require_day("removal_date", self.removal_date)
+        # The window checks `today` and `months_since_deprecation`, as it does for
+        # `get_supported_versions`: wrong types, a negative count, the two disagreeing.
+        withdrawn = self.withdrawn()
         accepted = self.accepted()
         if not accepted:
             raise ValueError("the policy accepts no revision: check min_revision and max_revision")
-        withdrawn = self.withdrawn()  # a negative months_since_deprecation raises here
         for name in self.required_capabilities:
             # Either would refuse every request: a configuration error, like a misspelt name.
             row = FEATURES.get(name)

@@ -15,14 +15,12 @@ Users of Bernstein expect its names and results, so the algorithm is the seed's:
 5. `degraded_capabilities` is `local_best.capabilities - negotiated.capabilities`: what
    the local side loses, never what the remote side loses.
 
-Steps 3 and 4 may pick a version only one side lists. That is safe only because minor
-(and patch) versions are additive: the higher side's newer minor speaks everything the
-older one did. Nobody has described that version for both sides, though, so its
-capabilities cannot be copied from one list: they are the capabilities *both* sides
-offer at or below it within M (the union of each side's capabilities over its versions
-of M no newer than it, then intersected). When both sides list the negotiated version,
-it is the local side's own entry, as in the seed, so `degraded_capabilities` reads as
-"what settling on this version costs me".
+`negotiated_version` is always an entry of one of the two lists, never a new value: the
+local side's own entry when both list the version, otherwise the entry of the lower side,
+the only side that lists it. Steps 3 and 4 are safe only because minor (and patch)
+versions are additive: the higher side's newer version speaks everything the lower
+side's did, so the lower side's declaration describes what both will speak. A local
+side that is the lower side settles on its own best version, and so loses nothing.
 
 This module is pure (no I/O, no `mcp` import); the only outside fact it uses is the MCP
 deprecation window, whose single definition is `revisions.deprecation_window_open`.
@@ -171,23 +169,24 @@ def _same_protocol(local: ProtocolVersion, remote: ProtocolVersion) -> None:
         )
 
 
-def _choose(mine: Sequence[ProtocolVersion], theirs: Sequence[ProtocolVersion]) -> _Triple:
-    """The version to speak within one shared major (both sequences sorted, non-empty)."""
+def _settle(mine: Sequence[ProtocolVersion], theirs: Sequence[ProtocolVersion]) -> ProtocolVersion:
+    """The entry to speak within one shared major (both sequences sorted, non-empty).
+
+    Steps 3 and 4 are one rule applied at two levels: a level both share narrows the
+    choice, and where the minors, or the patches of the chosen minor, stop being shared,
+    the lower side's highest entry is taken as that side declared it.
+    """
     minors = {v.minor for v in mine} & {v.minor for v in theirs}
-    if not minors:
-        # The lower side's highest version in this major: its highest minor and patch.
-        return min(_key(mine[-1]), _key(theirs[-1]))
-    minor = max(minors)
-    my_patches = {v.patch for v in mine if v.minor == minor}
-    their_patches = {v.patch for v in theirs if v.minor == minor}
-    shared = my_patches & their_patches
-    patch = max(shared) if shared else min(max(my_patches), max(their_patches))
-    return (mine[0].major, minor, patch)
-
-
-def _offered(versions: Sequence[ProtocolVersion], ceiling: _Triple) -> frozenset[str]:
-    """Everything a side has declared at or below `ceiling` (versions of one major)."""
-    return frozenset().union(*(v.capabilities for v in versions if _key(v) <= ceiling))
+    if minors:
+        minor = max(minors)
+        mine = [v for v in mine if v.minor == minor]
+        theirs = [v for v in theirs if v.minor == minor]
+        patches = {v.patch for v in mine} & {v.patch for v in theirs}
+        if patches:
+            patch = max(patches)
+            return next(v for v in mine if v.patch == patch)
+    # The two highest versions differ here (nothing at this level is shared): no tie.
+    return min(mine[-1], theirs[-1], key=_key)
 
 
 def negotiate_version(
@@ -195,11 +194,11 @@ def negotiate_version(
 ) -> NegotiationResult:
     """The version two sides settle on by the seed's rules, and what the local side loses.
 
-    See the module docstring for the exact rules, including the fallback that may pick a
-    version only one side lists. A minor both sides list wins over that fallback, so the
-    result is not always the highest version both could speak: `[1.2]` against
-    `[1.1, 1.3]` settles on 1.2 (the fallback), but with 1.0 added to both lists on 1.0,
-    their highest shared minor. That is Bernstein's answer, kept for its users.
+    See the module docstring for the exact rules, including the fallback to the lower
+    side's own entry. A minor both sides list wins over that fallback, so the result is
+    not always the highest version both could speak: `[1.2]` against `[1.1, 1.3]`
+    settles on 1.2 (the fallback), but with 1.0 added to both lists on 1.0, their
+    highest shared minor. That is Bernstein's answer, kept for its users.
 
     Raises `ValueError` for an empty list, a list mixing protocols, two lists of
     different protocols, or a version listed twice.
@@ -212,15 +211,7 @@ def negotiate_version(
     if not majors:
         return NegotiationResult(local_best, remote_best, None, frozenset(), success=False)
     major = max(majors)
-    my_major = [v for v in mine if v.major == major]
-    their_major = [v for v in theirs if v.major == major]
-    target = _choose(my_major, their_major)
-    my_entry = next((v for v in my_major if _key(v) == target), None)
-    if my_entry is not None and any(_key(v) == target for v in their_major):
-        negotiated = my_entry
-    else:
-        both = _offered(my_major, target) & _offered(their_major, target)
-        negotiated = ProtocolVersion(local_best.protocol, *target, capabilities=both)
+    negotiated = _settle([v for v in mine if v.major == major], [v for v in theirs if v.major == major])
     return NegotiationResult(
         local_best,
         remote_best,

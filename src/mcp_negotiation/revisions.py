@@ -16,6 +16,7 @@ clients and tests with plain values.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ __all__ = [
     "KNOWN",
     "LEGACY",
     "MODERN",
+    "DeprecationClockError",
     "Era",
     "FeatureRow",
     "deprecation_window_open",
@@ -41,6 +43,7 @@ __all__ = [
     "is_deprecated",
     "known_revisions",
     "latest",
+    "require_day",
 ]
 
 Era = Literal["legacy", "modern", "unknown"]
@@ -327,6 +330,27 @@ DEPRECATED_FEATURES: Final[frozenset[str]] = frozenset({"roots", "sampling", "lo
 """Top-level features that disappear, with all their sub-features, once the window closes."""
 
 
+class DeprecationClockError(ValueError, TypeError):
+    """A `today`, removal date or `months_since_deprecation` of the wrong type.
+
+    Both a `ValueError` and a `TypeError`, so that one check serves two promises:
+    `protocols.get_supported_versions` raises `ValueError` for every bad argument, as
+    the rest of that module does, and `Policy` has always raised `TypeError` for these.
+    """
+
+
+def require_day(field: str, value: object) -> date:
+    """`value` if it is a calendar day, else a `DeprecationClockError` naming `field`.
+
+    A `datetime` is refused although it is a `date` subclass: it does not compare with a
+    `date`, so the window would fail later with a bare TypeError. The check goes through
+    the `datetime` module because tests replace this module's `date` with a fake clock.
+    """
+    if not isinstance(value, datetime.date) or isinstance(value, datetime.datetime):
+        raise DeprecationClockError(f"{field} must be a datetime.date (a day, not a datetime); got {value!r}")
+    return value
+
+
 def _months_between(start: date, end: date) -> int:
     months = (end.year - start.year) * 12 + (end.month - start.month)
     return months - 1 if end.day < start.day else months
@@ -341,15 +365,36 @@ def deprecation_window_open(
     """Whether the deprecated features are still served.
 
     The single definition of the window, shared by `Policy` and by
-    `protocols.get_supported_versions`. Pass `months_since_deprecation` (or `today`)
-    to ask about a moment other than now; tests should never wait on the wall clock.
+    `protocols.get_supported_versions`, and so the single check of its arguments: both
+    refuse the same mistakes with the same messages. Pass `months_since_deprecation` (or
+    `today`) to ask about a moment other than now; tests should never wait on the wall
+    clock. Both may be given only when they name the same moment (`today` is that many
+    whole months after `DEPRECATION_DATE`): otherwise one of them would be silently
+    ignored.
+
+    Raises `DeprecationClockError` for a non-day `today` or `removal` and a month count
+    that is not an `int` (`True` and floats included), and `ValueError` for a negative
+    month count or a `today` that disagrees with it.
     """
-    window = _months_between(DEPRECATION_DATE, removal)
-    if months_since_deprecation is not None:
-        if months_since_deprecation < 0:
-            raise ValueError("months_since_deprecation cannot be negative")
-        return months_since_deprecation < window
-    return (today or date.today()) < removal
+    require_day("removal", removal)
+    if today is not None:
+        require_day("today", today)
+    if months_since_deprecation is None:
+        return (today or date.today()) < removal
+    months = months_since_deprecation
+    if isinstance(months, bool) or not isinstance(months, int):
+        raise DeprecationClockError(
+            f"months_since_deprecation must be a whole number of months; got {months!r}"
+        )
+    if months < 0:
+        raise ValueError("months_since_deprecation cannot be negative")
+    elapsed = months if today is None else _months_between(DEPRECATION_DATE, today)
+    if elapsed != months:
+        raise ValueError(
+            f"today={today} is {elapsed} whole months after the deprecation on {DEPRECATION_DATE}, "
+            f"not months_since_deprecation={months}; pass one of them"
+        )
+    return months < _months_between(DEPRECATION_DATE, removal)
 
 
 _DATE_SHAPE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
