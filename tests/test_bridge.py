@@ -168,6 +168,94 @@ def test_an_untranslatable_feature_is_not_lost_behind_a_translated_one_of_its_na
     assert refusals(agreement) == {"a2a:b": RefusedBy.DOWNSTREAM}
 
 
+@pytest.mark.parametrize(
+    ("pairs", "downstream", "upstream", "served", "withheld"),
+    [
+        # The downstream itself offers `a2a:b`: the upstream's `b` moves on to `a2a:a2a:b`.
+        (
+            {"a": "b"},
+            {"a2a:b", "b"},
+            {"a", "b"},
+            {"b"},
+            {"a2a:b": RefusedBy.UPSTREAM, "a2a:a2a:b": RefusedBy.DOWNSTREAM},
+        ),
+        # A translated feature is called `a2a:b`: three upstream features, three records.
+        (
+            {"a": "b", "c": "a2a:b"},
+            set(),
+            {"a", "b", "c"},
+            set(),
+            {"b": RefusedBy.DOWNSTREAM, "a2a:b": RefusedBy.DOWNSTREAM, "a2a:a2a:b": RefusedBy.DOWNSTREAM},
+        ),
+        # A served feature is called `a2a:b`: it is not also withheld.
+        (
+            {"a": "a2a:b", "c": "b"},
+            {"a2a:b"},
+            {"a", "b", "c"},
+            {"a2a:b"},
+            {"b": RefusedBy.DOWNSTREAM, "a2a:a2a:b": RefusedBy.DOWNSTREAM},
+        ),
+        # The upstream's own `a2a:b` keeps its name; its qualified `b` does not merge into it.
+        (
+            {"a": "b"},
+            set(),
+            {"a", "b", "a2a:b"},
+            set(),
+            {"b": RefusedBy.DOWNSTREAM, "a2a:b": RefusedBy.DOWNSTREAM, "a2a:a2a:b": RefusedBy.DOWNSTREAM},
+        ),
+    ],
+)
+def test_a_qualified_name_never_takes_another_records_name(
+    pairs: dict[str, str],
+    downstream: set[str],
+    upstream: set[str],
+    served: set[str],
+    withheld: dict[str, RefusedBy],
+) -> None:
+    agreement = agree(mcp(*downstream), a2a(*upstream), FeatureMapping("a2a", "mcp", pairs))
+    assert agreement.served == served
+    assert refusals(agreement) == withheld
+    assert len(agreement.withheld) == len(withheld)
+
+
+class _CountedName(str):
+    """A feature name that counts the equality tests made on it, the unit of a lookup's work."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountedName.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_agree_looks_each_feature_up_instead_of_scanning_the_mapping() -> None:
+    """The work done per feature does not grow with the table (no timing: comparisons)."""
+    size = 2_000
+    pairs = {_CountedName(f"a{i}"): _CountedName(f"m{i}") for i in range(size)}
+    mapping = FeatureMapping("a2a", "mcp", pairs)
+    downstream = mcp(*(_CountedName(f"m{i}") for i in range(size)))
+    upstream = a2a(*(_CountedName(f"a{i}") for i in range(size)))
+    _CountedName.compared = 0
+    agreement = agree(downstream, upstream, mapping)
+    compared = _CountedName.compared
+    assert compared <= 10 * size  # a scan of the pairs per feature: ~size**2 / 2
+    assert agreement.served == {f"m{i}" for i in range(size)}
+    assert agreement.withheld == ()
+
+
+def test_feature_mapping_equality_is_its_pairs() -> None:
+    """The lookup index is derived from `pairs`, so it neither shows nor decides equality."""
+    from_dict = FeatureMapping("a2a", "mcp", {"skills": "tools", "tasks": "tasks"})
+    from_pairs = FeatureMapping("a2a", "mcp", [("tasks", "tasks"), ("skills", "tools")])
+    assert from_dict == from_pairs
+    assert hash(from_dict) == hash(from_pairs)
+    assert "tools" in repr(from_dict)
+    assert repr(from_dict).count("tools") == 1
+    assert from_pairs.translate("tools", source="mcp") == "skills"
+
+
 def test_a2a_mcp_pairs_only_honest_counterparts() -> None:
     assert dict(A2A_MCP.pairs) == {
         "skills": "tools",
@@ -254,25 +342,33 @@ _A2A_NAMES = st.frozensets(
 )
 
 
-def _after_mapping(agreement: Agreement) -> frozenset[str]:
-    """Every feature either leg offered, named as `agree` names them."""
-    upstream = agreement.upstream
-    if upstream.protocol is agreement.downstream.protocol:
-        return agreement.downstream.features | upstream.features
-    mapped = {f: A2A_MCP.translate(f, source=upstream.protocol) for f in upstream.features}
-    translated = {name for name in mapped.values() if name is not None}
-    untranslatable = {
-        f"{upstream.protocol.value}:{f}" if f in translated else f for f, n in mapped.items() if n is None
-    }
-    return agreement.downstream.features | translated | untranslatable
+def _check_partition(agreement: Agreement, mapping: FeatureMapping = A2A_MCP) -> None:
+    """Seed 003's promise, for any mapping: every dropped feature has one record of its own.
 
-
-def _check_partition(agreement: Agreement) -> None:
-    withheld = [w.feature for w in agreement.withheld]
-    assert len(withheld) == len(set(withheld))
+    Checked by accounting, not by predicting names: each upstream feature is served, or
+    withheld under its translation, or is the one `both` record of a name the downstream
+    shares, or has one `downstream` record of its own; each unserved downstream feature
+    is refused by the upstream or by both.
+    """
+    down, up = agreement.downstream, agreement.upstream
+    by_name = refusals(agreement)
+    assert len(by_name) == len(agreement.withheld)  # no name is withheld twice
     assert list(agreement.withheld) == sorted(agreement.withheld)
-    assert agreement.served.isdisjoint(withheld)
-    assert agreement.served | set(withheld) == _after_mapping(agreement)
+    assert agreement.served.isdisjoint(by_name)
+    assert agreement.served <= down.features
+    for feature in down.features - agreement.served:
+        assert by_name[feature] in (RefusedBy.UPSTREAM, RefusedBy.BOTH)
+    for feature in up.features:
+        counterpart = (
+            feature if up.protocol is down.protocol else mapping.translate(feature, source=up.protocol)
+        )
+        if counterpart is not None and counterpart not in agreement.served:
+            assert by_name[counterpart] is RefusedBy.DOWNSTREAM
+    blamed_downstream = {name for name, side in by_name.items() if side is RefusedBy.DOWNSTREAM}
+    assert blamed_downstream.isdisjoint(down.features)  # never refused by the side offering it
+    assert set(by_name) - blamed_downstream <= down.features
+    both = [name for name, side in by_name.items() if side is RefusedBy.BOTH]
+    assert len(agreement.served) + len(blamed_downstream) + len(both) == len(up.features)
 
 
 @given(_NAMES, _NAMES)
@@ -297,6 +393,28 @@ def test_cross_protocol_partition_and_symmetry(
     _check_partition(forward)
     _check_partition(backward)
     assert backward.served == {A2A_MCP.translate(f, source="mcp") for f in forward.served}
+
+
+_TRICKY = ("a", "b", "c", "a2a:b", "a2a:c", "a2a:a2a:b", "mcp:a")
+"""Names that collide with their own qualified forms, in both directions."""
+
+
+@st.composite
+def _mapped_legs(draw: st.DrawFn) -> tuple[FeatureMapping, frozenset[str], frozenset[str]]:
+    left = draw(st.lists(st.sampled_from(_TRICKY), unique=True, max_size=5))
+    right = draw(st.permutations(_TRICKY))[: len(left)]
+    mapping = FeatureMapping("a2a", "mcp", dict(zip(left, right, strict=True)))
+    names = st.frozensets(st.sampled_from(_TRICKY))
+    return mapping, draw(names), draw(names)
+
+
+@given(_mapped_legs())
+def test_every_dropped_feature_has_one_record_whatever_the_mapping(
+    legs: tuple[FeatureMapping, frozenset[str], frozenset[str]],
+) -> None:
+    mapping, mcp_features, a2a_features = legs
+    _check_partition(agree(mcp(*mcp_features), a2a(*a2a_features), mapping), mapping)
+    _check_partition(agree(a2a(*a2a_features), mcp(*mcp_features), mapping), mapping)
 
 
 @given(_NAMES, _NAMES, st.sampled_from(revisions.KNOWN))

@@ -49,7 +49,7 @@ refused.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
@@ -121,7 +121,8 @@ class Withheld:
 
     Named in the downstream's vocabulary when it has a word for it; an upstream feature
     with no counterpart keeps its upstream name, qualified by its protocol (`a2a:b`) when
-    a translated feature already goes by that name.
+    a translated feature already goes by that name, and again (`a2a:a2a:b`) while the
+    qualified name is taken too: each record names one dropped feature.
     """
 
     feature: str
@@ -132,9 +133,10 @@ class Withheld:
 class Agreement:
     """Both legs, and what the bridge can therefore serve downstream.
 
-    `served` and `withheld` never overlap, and together they cover every feature either
-    leg offered (after translation; an untranslatable upstream feature whose name a
-    translated one took is qualified, `a2a:b`). `withheld` is sorted by feature name.
+    `served` and `withheld` never overlap, no two withheld records share a name, and
+    together they cover every feature either leg offered (after translation; an
+    untranslatable upstream feature whose name is taken is qualified, `a2a:b`, see
+    `Withheld`). `withheld` is sorted by feature name.
     There is no reachability here: agreeing is not connecting.
     """
 
@@ -155,6 +157,10 @@ class FeatureMapping:
     left: ProtocolName
     right: ProtocolName
     pairs: tuple[tuple[str, str], ...]
+    # `pairs` indexed once, each way, so that translating costs a lookup, not a scan of the
+    # table (an agreement translates every upstream feature). Derived, so not compared.
+    _from_left: Mapping[str, str] = field(repr=False, compare=False)
+    _from_right: Mapping[str, str] = field(repr=False, compare=False)
 
     def __init__(
         self,
@@ -179,14 +185,16 @@ class FeatureMapping:
         object.__setattr__(self, "left", left_name)
         object.__setattr__(self, "right", right_name)
         object.__setattr__(self, "pairs", table)
+        object.__setattr__(self, "_from_left", dict(table))
+        object.__setattr__(self, "_from_right", {b: a for a, b in table})
 
     def translate(self, feature: str, *, source: ProtocolName | str) -> str | None:
         """The counterpart of `feature` (named in `source`'s vocabulary), or None."""
         origin = ProtocolName(source)
         if origin is self.left:
-            return next((b for a, b in self.pairs if a == feature), None)
+            return self._from_left.get(feature)
         if origin is self.right:
-            return next((a for a, b in self.pairs if b == feature), None)
+            return self._from_right.get(feature)
         raise ValueError(f"this mapping joins {self.left} and {self.right}, not {origin}")
 
 
@@ -225,6 +233,19 @@ def _translator(
     return lambda feature: table.translate(feature, source=upstream)
 
 
+def _qualified(protocol: ProtocolName, feature: str, taken: set[str]) -> str:
+    """`feature` prefixed by its protocol (`a2a:b`) as often as it takes to name no other record.
+
+    Feature names may themselves contain `a2a:`, so a single prefix can collide with a
+    downstream feature, a translated one, or another upstream name; a record sharing a
+    name with another would hide one of the two drops.
+    """
+    name = f"{protocol.value}:{feature}"
+    while name in taken:
+        name = f"{protocol.value}:{name}"
+    return name
+
+
 def agree(downstream: Leg, upstream: Leg, mapping: FeatureMapping | None = None) -> Agreement:
     """Reconcile two legs: serve what both provide, withhold the rest with its reason.
 
@@ -232,7 +253,8 @@ def agree(downstream: Leg, upstream: Leg, mapping: FeatureMapping | None = None)
     protocol need no mapping; A2A ↔ MCP uses `A2A_MCP` unless `mapping` is given). Then:
     a withheld feature only the downstream offers is refused by the upstream, one only the
     upstream offers is refused by the downstream, and a name both offer without being
-    matched is refused by both.
+    matched is refused by both. Every feature either leg offered is then served or has
+    exactly one record of its own, and the cost is linear in the number of features.
     """
     translate = _translator(downstream.protocol, upstream.protocol, mapping)
     from_upstream: set[str] = set()
@@ -244,22 +266,24 @@ def agree(downstream: Leg, upstream: Leg, mapping: FeatureMapping | None = None)
         else:
             from_upstream.add(counterpart)
     served = downstream.features & from_upstream
-    withheld = {
+    withheld = [
         Withheld(feature, RefusedBy.BOTH if feature in unmatched else RefusedBy.UPSTREAM)
         for feature in downstream.features - served
-    }
-    withheld |= {Withheld(feature, RefusedBy.DOWNSTREAM) for feature in from_upstream - downstream.features}
-    # An upstream feature with no counterpart keeps its name, unless a translated feature
-    # already goes by it (`a` → `b` mapped, and the upstream's own `b` is not): then the
-    # name is qualified by its protocol (`a2a:b`) rather than lost behind the other one.
-    withheld |= {
-        Withheld(
-            f"{upstream.protocol.value}:{feature}" if feature in from_upstream else feature,
-            RefusedBy.DOWNSTREAM,
-        )
-        for feature in unmatched
-        if feature not in downstream.features or feature in from_upstream
-    }
+    ]
+    withheld += [Withheld(feature, RefusedBy.DOWNSTREAM) for feature in from_upstream - downstream.features]
+    # An untranslatable upstream feature keeps its own name when no record or served
+    # feature has it; otherwise (a translated feature already goes by it) it is qualified
+    # by its protocol. Plain names are settled first, so that the upstream's own `a2a:b`
+    # keeps its name and a qualified `b` moves on to `a2a:a2a:b`; sorting makes the
+    # names the same on every run.
+    taken = {*downstream.features, *from_upstream}
+    plain = unmatched - taken
+    taken |= plain
+    withheld += [Withheld(feature, RefusedBy.DOWNSTREAM) for feature in plain]
+    for feature in sorted(unmatched & from_upstream):
+        name = _qualified(upstream.protocol, feature, taken)
+        taken.add(name)
+        withheld.append(Withheld(name, RefusedBy.DOWNSTREAM))
     return Agreement(downstream, upstream, frozenset(served), tuple(sorted(withheld)))
 
 
