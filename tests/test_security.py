@@ -135,9 +135,9 @@ NAMES: dict[str, list[str]] = {
 def hostile_dns(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Resolves the names in NAMES; any other lookup is a test failure (nothing leaves the host)."""
     looked_up: list[str] = []
-    real = asyncio.base_events.BaseEventLoop.getaddrinfo
+    real = socket.getaddrinfo
 
-    async def getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
         name = host.decode() if isinstance(host, bytes) else host
         looked_up.append(name)
         if name in NAMES:
@@ -152,10 +152,10 @@ def hostile_dns(monkeypatch: pytest.MonkeyPatch) -> list[str]:
                 for address in NAMES[name]
             ]
         if name in {"localhost", "localhost.", "LOCALHOST"}:
-            return await real(self, host, port, *args, **kwargs)  # the machine's own answer
+            return real(host, port, *args, **kwargs)  # the machine's own answer
         raise AssertionError(f"unexpected DNS lookup of {name!r}")
 
-    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     return looked_up
 
 
@@ -334,13 +334,13 @@ async def test_dns_rebinding_the_checked_address_is_the_one_dialled(
     # connect would dial 127.0.0.2 and fail; the real one dials what it checked.
     answers: list[str] = []
 
-    async def getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
         assert host == "rebind.example"
         address = "127.0.0.1" if not answers else "127.0.0.2"
         answers.append(address)
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
 
-    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     with anyio.fail_after(HANG):
         async with _named_profile_host(ca, "rebind.example") as host:
             resolver = HttpsProfileResolver(ssl_context=tls_client, allow_addresses=["127.0.0.1/32"])

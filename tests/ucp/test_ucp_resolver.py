@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -332,10 +333,10 @@ def no_connection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def no_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def refuse(*args: object, **kwargs: object) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a literal address was looked up")
 
-    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
 
 
 @pytest.mark.usefixtures("no_connection", "no_dns")
@@ -382,16 +383,14 @@ async def test_refuses_a_name_resolving_to_loopback(clock: Clock) -> None:
 async def test_refuses_a_name_when_any_of_its_addresses_is_special(
     clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loop = asyncio.get_running_loop()
-
-    async def getaddrinfo(host: str, port: int, **kwargs: object) -> list[Any]:
+    def getaddrinfo(host: str, port: int, **kwargs: object) -> list[Any]:
         assert host == "mixed.example"
         return [
             (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
             (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port)),
         ]
 
-    monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     assert (
         await failure(HttpsProfileResolver(clock=clock), "https://mixed.example/p.json")
         == INVALID_PROFILE_URL
@@ -400,10 +399,10 @@ async def test_refuses_a_name_when_any_of_its_addresses_is_special(
 
 @pytest.mark.usefixtures("no_connection")
 async def test_a_name_that_does_not_resolve_is_invalid(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
-    async def getaddrinfo(*args: object, **kwargs: object) -> list[Any]:
+    def getaddrinfo(*args: object, **kwargs: object) -> list[Any]:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     assert (
         await failure(HttpsProfileResolver(clock=clock), "https://nowhere.example/p.json")
         == INVALID_PROFILE_URL
@@ -463,3 +462,82 @@ def test_the_verdict_does_not_depend_on_the_pythons_tables(monkeypatch: pytest.M
         assert is_special_address(ipaddress.ip_address(address)), address
     for address in PUBLIC_ADDRESSES:
         assert not is_special_address(ipaddress.ip_address(address)), address
+
+
+async def test_names_whose_dns_hangs_hold_up_no_other_lookup(
+    tls: Tls, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup cannot be cancelled: ten names whose DNS never answers (more than the event
+    loop's default executor has threads here) must not stall a healthy platform's lookup,
+    nor the application's own use of that executor."""
+    real = socket.getaddrinfo
+    released = threading.Event()
+    stuck: list[str] = []
+    all_stuck = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(host).endswith(".hang.test"):
+            stuck.append(host)
+            if len(stuck) == 10:
+                loop.call_soon_threadsafe(all_stuck.set)
+            released.wait()
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    resolver = make_resolver(tls, clock)
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route()
+        hanging = [
+            asyncio.create_task(failure(resolver, f"https://p{number}.hang.test/p.json"))
+            for number in range(10)
+        ]
+        try:
+            async with asyncio.timeout(30):  # a hang is the failure here, reported as one
+                await all_stuck.wait()
+                profile = await resolver.resolve(server.url("/p.json", host="localhost"))
+                assert await loop.run_in_executor(None, sum, [1, 2]) == 3  # the application's executor
+        finally:
+            released.set()
+        assert profile.version == DOCUMENT["ucp"]["version"]
+        assert await asyncio.gather(*hanging) == [INVALID_PROFILE_URL] * 10
+    assert sorted(stuck) == sorted(f"p{number}.hang.test" for number in range(10))
+
+
+async def test_past_the_lookup_limit_a_name_is_refused_at_once_and_not_held_against_it(
+    tls: Tls, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_negotiation.ucp import resolver as module
+
+    real = socket.getaddrinfo
+    released = threading.Event()
+    entered = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "only.hang.test":
+            loop.call_soon_threadsafe(entered.set)
+            released.wait()
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(module, "_lookup_slots", threading.BoundedSemaphore(1))
+    resolver = make_resolver(tls, clock)
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route()
+        healthy = server.url("/p.json", host="localhost")
+        hanging = asyncio.create_task(failure(resolver, "https://only.hang.test/p.json"))
+        try:
+            async with asyncio.timeout(30):
+                await entered.wait()
+                with pytest.raises(UcpError) as busy:
+                    await resolver.resolve(healthy)
+        finally:
+            released.set()
+        assert busy.value.code == PROFILE_UNREACHABLE
+        assert "too many profile hosts" in busy.value.message
+        assert await hanging == INVALID_PROFILE_URL
+        # The clock has not moved: a failure remembered against the URL would still stand.
+        assert (await resolver.resolve(healthy)).version == DOCUMENT["ucp"]["version"]

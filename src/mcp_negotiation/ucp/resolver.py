@@ -34,17 +34,19 @@ again before it is used.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ipaddress
 import logging
 import re
 import socket
 import ssl
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
@@ -254,6 +256,54 @@ def _fetch_failure(parts: SplitResult, address: IPAddress, exc: httpx2.HTTPError
     return phrase
 
 
+LOOKUP_LIMIT: Final = 64
+"""Host names looked up at once, by every resolver in the process together."""
+_lookup_slots = threading.BoundedSemaphore(LOOKUP_LIMIT)
+_lookups: dict[tuple[str, int], concurrent.futures.Future[list[Any]]] = {}
+_lookups_lock = threading.Lock()
+
+
+class _Busy(UcpError):
+    """No lookup slot is free: this server's state, not the platform's, so never remembered
+    against its URL (see `_fetch_and_remember`)."""
+
+
+def _look_up(host: str, port: int) -> concurrent.futures.Future[list[Any]]:
+    """The system resolver's answer for `host`, looked up in a thread of its own.
+
+    A lookup cannot be cancelled: a name whose DNS never answers holds its thread until
+    the system resolver gives up, however soon the fetch timed out. In the event loop's
+    default executor (a handful of threads, shared with the application) a few such names
+    would stall every other lookup, and the application's own work. So each lookup gets a
+    daemon thread (which never delays the interpreter's exit), concurrent lookups of one
+    name share it, and at most `LOOKUP_LIMIT` run at once: past that, a new name is
+    refused at once (`_Busy`) rather than queued behind the names that hang.
+    """
+    key = (host, port)
+    with _lookups_lock:
+        future = _lookups.get(key)
+        if future is not None:
+            return future
+        if not _lookup_slots.acquire(blocking=False):
+            raise _Busy(PROFILE_UNREACHABLE, "the server is looking up too many profile hosts; try again")
+        future = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()  # a waiter that gives up cannot cancel it for the others
+        _lookups[key] = future
+
+    def run() -> None:
+        try:
+            future.set_result(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except BaseException as exc:  # handed to the waiting fetch, whatever it is
+            future.set_exception(exc)
+        finally:
+            with _lookups_lock:
+                del _lookups[key]
+            _lookup_slots.release()
+
+    threading.Thread(target=run, name="mcp-negotiation-lookup", daemon=True).start()
+    return future
+
+
 @dataclass(frozen=True, slots=True)
 class _Fresh:
     profile: Profile
@@ -346,6 +396,8 @@ class HttpsProfileResolver:
     async def _fetch_and_remember(self, url: str) -> Profile:
         try:
             profile, ttl = await self._fetch(url)
+        except _Busy:
+            raise
         except UcpError as exc:
             previous = self._cache.get(url)
             attempts = min(previous.attempts + 1, 32) if isinstance(previous, _Failed) else 1
@@ -379,7 +431,7 @@ class HttpsProfileResolver:
                 raise _invalid("the profile URL names a special-use address")
             return [literal]
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            infos = await asyncio.wrap_future(_look_up(host, port))
         except (OSError, UnicodeError):
             raise _invalid("the profile URL host does not resolve") from None
         addresses = list(
