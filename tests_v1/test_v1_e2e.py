@@ -311,6 +311,29 @@ async def test_negotiating_again_refuses_open_sessions_the_new_policy_would_not_
     assert refused.value.error.code == -32021
 
 
+async def test_a_client_that_goes_on_after_a_refused_initialize_is_refused_again() -> None:
+    """1.x serves a client that sends `initialized` and its requests after a refused
+    handshake: each request is refused as the handshake was; a ping is still answered."""
+    from harness_v1 import streams
+    from mcp.client.session import ClientSession
+
+    server = build(Policy(required_capabilities=("sampling",)))
+    params = types.InitializeRequestParams.model_validate(
+        {"protocolVersion": NEWEST, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+    )
+    call = types.ClientRequest(types.CallToolRequest(params=types.CallToolRequestParams(name="negotiation")))
+    async with streams("memory", server) as (read, write), ClientSession(read, write) as client:
+        with pytest.raises(McpError) as refused:
+            await client.send_request(
+                types.ClientRequest(types.InitializeRequest(params=params)), types.InitializeResult
+            )
+        await client.send_notification(types.ClientNotification(types.InitializedNotification()))
+        with pytest.raises(McpError) as again:
+            await client.send_request(call, types.CallToolResult)
+        await client.send_ping()
+    assert refused.value.error.code == again.value.error.code == -32021
+
+
 @pytest.mark.parametrize("header", ["2025-03-26", None])
 async def test_stateless_requests_below_the_policy_are_refused(header: str | None) -> None:
     """No session to counter-offer in: the revision the SDK would serve is the one judged."""

@@ -64,9 +64,22 @@ def main() -> None:
     parser.add_argument("--stateless", action="store_true", help="stateless streamable HTTP")
     parser.add_argument("--min-revision")
     parser.add_argument("--max-revision")
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="CAPABILITY",
+        help="a capability every client must declare",
+    )
     args = parser.parse_args()
-    if args.min_revision or args.max_revision:
-        server = build(Policy(min_revision=args.min_revision, max_revision=args.max_revision))
+    if args.min_revision or args.max_revision or args.require:
+        server = build(
+            Policy(
+                min_revision=args.min_revision,
+                max_revision=args.max_revision,
+                required_capabilities=tuple(args.require),
+            )
+        )
     if args.http:
         import uvicorn
 

@@ -286,6 +286,8 @@ class NegotiationMiddleware:
         state = seams.connection_state(ctx)
         record = state.get(seams.STATE_KEY) if state is not None else None
         if type(record) is not Negotiation:
+            if check and type(record) is Refusal:  # the connection's handshake was refused
+                self._refuse(ctx, record, started)
             return None
         negotiator = self.negotiator
         # Per legacy request: one C call and two identity tests; a refresh only when the day
@@ -321,11 +323,22 @@ class NegotiationMiddleware:
         )
 
     def _handshake(self, ctx: ServerRequestContext[Any, Any]) -> Negotiation | None:
-        """Negotiate a legacy `initialize`, and steer the SDK's answer to the agreed revision."""
+        """Negotiate a legacy `initialize`, and steer the SDK's answer to the agreed revision.
+
+        A refused handshake is kept for the connection: a client that goes on regardless
+        (`notifications/initialized`, then its requests) is refused the same way on each,
+        instead of being served as one with no handshake at all (see `_stored`).
+        """
         transport, headers = _origin(ctx)
-        record = self.negotiator.initialize(
-            ctx.params, transport=transport, headers=headers, session_id=seams.session_id(ctx)
-        )
+        try:
+            record = self.negotiator.initialize(
+                ctx.params, transport=transport, headers=headers, session_id=seams.session_id(ctx)
+            )
+        except NegotiationRefused as refused:
+            state = seams.connection_state(ctx)
+            if state is not None:
+                state[seams.STATE_KEY] = refused.refusal
+            raise
         return record if self._steer_sdk_answer(ctx, record) else None
 
     def _handshaken(
@@ -347,10 +360,11 @@ class NegotiationMiddleware:
         self._advertise(result, "experimental")
         if record.degraded:
             logger.info(
-                "mcp_negotiation: client %r at %s loses %s",
-                record.client_name,
+                "mcp_negotiation: a client at %s loses %s%s",
                 record.protocol_version,
                 ", ".join(sorted(record.degraded)),
+                # Logs are exported too: the client's name only where the policy opted in.
+                f" ({record.client_name!r})" if self.policy.record_client_identity else "",
             )
         telemetry.record_negotiation("initialize", record, self.policy, time.perf_counter() - started)
 

@@ -80,7 +80,7 @@ def _within_sdk(policy: Policy) -> Policy:
 
 
 _servers: weakref.WeakKeyDictionary[Any, V1Negotiation] = weakref.WeakKeyDictionary()
-_records: weakref.WeakKeyDictionary[Any, Negotiation] = weakref.WeakKeyDictionary()
+_records: weakref.WeakKeyDictionary[Any, Negotiation | Refusal] = weakref.WeakKeyDictionary()
 _session_profiles: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _serving: ContextVar[V1Negotiation | None] = ContextVar("mcp_negotiation.v1_serving", default=None)
 
@@ -142,6 +142,7 @@ async def _initialize(
         record = holder.negotiator.initialize(raw, transport=transport, headers=headers)
     except NegotiationRefused as refused:
         answer.close()  # type: ignore[attr-defined]  # the SDK's answer is a coroutine never awaited
+        _records[session] = refused.refusal  # what the session's later requests get (see `_handle`)
         _trace_refusal(holder, "initialize", refused.refusal, started, raw, transport)
         with responder:
             await responder.respond(_error_data(refused.refusal))
@@ -170,9 +171,14 @@ async def _handle(
     started = time.perf_counter()
     http_request = _http_request(message)
     transport, headers = origin(getattr(http_request, "headers", None))
-    stored = _records.get(session)
+    kept = _records.get(session)
     ping = type(request).__name__ == "PingRequest"
+    stored = kept if type(kept) is Negotiation else None
+    version = None
     try:
+        if type(kept) is Refusal and not ping:
+            # The session's handshake was refused; 1.x serves a client that goes on regardless.
+            raise NegotiationRefused(kept)
         if stored is None:
             # Stateless HTTP (a fresh session per POST) or a request before `initialize`: the SDK
             # serves it at its header's revision, else at the specification's default.
