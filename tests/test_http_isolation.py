@@ -188,7 +188,7 @@ async def test_legacy_stateless_requests_are_served_only_at_accepted_revisions(
     else:
         assert answer["error"]["code"] == -32022
         assert answer["error"]["data"] == {
-            "supported": ["2026-07-28"],  # what Policy(advertise="modern") lists
+            "supported": ["2025-11-25", "2025-06-18"],  # a legacy client: the legacy ones it could use
             "requested": header.get("mcp-protocol-version", "2025-03-26"),
         }
     assert again.json()["result"]["structuredContent"]["protocol_version"] == "2025-11-25"

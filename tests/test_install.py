@@ -136,8 +136,10 @@ def test_instrument_in_strict_mode_raises_for_a_server_without_the_seam(
 ) -> None:
     from mcp_negotiation.sdk import seams
 
+    good = Server("given-first")
     with pytest.raises(NegotiationUnavailable):
-        instrument(Policy(strict=True), object())
+        instrument(Policy(strict=True), good, object())
+    assert not _ours(good)  # not even the server given before the one that failed
     assert not _ours(Server("built-after-a-failed-instrument"))  # nothing was left instrumented
     monkeypatch.setattr(seams, "middleware_list", lambda server: None)  # an SDK without the seam
     instrument(Policy(strict=True))

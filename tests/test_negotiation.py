@@ -952,3 +952,75 @@ def test_missing_required() -> None:
     assert "roots.listChanged" in refusal.message
     assert "sampling" not in refusal.message
     assert refusal.data == {"requiredCapabilities": {"sampling": {}, "roots": {"listChanged": True}}}
+
+
+# ---------------------------------------------------------------------------------------
+# Policy options, as an author configures them
+
+
+@pytest.mark.parametrize("name", ["strict", "record_client_identity", "trace_every_request"])
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+def test_a_switch_is_true_or_false_nothing_that_reads_as_either(name: str, value: Any) -> None:
+    with pytest.raises(TypeError, match=f"{name} must be True or False"):
+        Policy(**{name: value})
+
+
+def test_a_pinned_day_decides_the_window_to_the_day_whatever_the_month_count() -> None:
+    """A removal date off the 28th: counting months alone would close the window early."""
+    removal = date(2027, 1, 15)
+    day_before = date(2026, 12, 28)  # five whole months after 2026-07-28
+    assert Policy(removal_date=removal, today=day_before).withdrawn() == frozenset()
+    both = Policy(removal_date=removal, today=day_before, months_since_deprecation=5)
+    assert both.withdrawn() == frozenset()
+    assert revisions.deprecation_window_open(removal=removal, today=day_before, months_since_deprecation=5)
+
+
+def test_withholding_extensions_withholds_every_extension() -> None:
+    policy = Policy(withhold="extensions")
+    record = Negotiator(policy).initialize(
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {"io.modelcontextprotocol/ui": {}}, "experimental": {"x": {}}},
+            "clientInfo": {"name": "c", "version": "1"},
+        }
+    )
+    assert not supports(record, "io.modelcontextprotocol/ui")
+    assert supports(record, "experimental.x")
+    with pytest.raises(ValueError, match="withholds"):
+        Policy(withhold="extensions", required_capabilities=("io.modelcontextprotocol/ui",))
+
+
+def test_a_ping_without_a_session_under_a_modern_only_policy_is_not_labelled_legacy() -> None:
+    record = Negotiator(Policy(min_revision="2026-07-28")).without_session(
+        "2025-11-25", transport="http", any_revision=True
+    )
+    assert (record.era, record.protocol_version) == ("modern", "2026-07-28")
+
+
+def test_a_stateless_legacy_request_refused_is_told_the_legacy_revisions_it_could_use() -> None:
+    negotiator = Negotiator(Policy(min_revision="2025-06-18"))
+    with pytest.raises(NegotiationRefused) as refused:
+        negotiator.without_session("2025-03-26", transport="http")
+    assert refused.value.refusal.data == {
+        "supported": ["2025-11-25", "2025-06-18"],
+        "requested": "2025-03-26",
+    }
+    modern_only = Negotiator(Policy(min_revision="2026-07-28"))
+    with pytest.raises(NegotiationRefused) as nothing_legacy:
+        modern_only.without_session("2025-11-25", transport="http")
+    assert nothing_legacy.value.refusal.data["supported"] == ["2026-07-28"]  # the advertised, then
+
+
+def test_a_policy_with_a_ucp_policy_hashes(tmp_path: Any) -> None:
+    from mcp_negotiation.ucp import UcpPolicy
+
+    business = {
+        "ucp": {
+            "version": "2026-04-08",
+            "capabilities": {"dev.ucp.shopping.checkout": [{"version": "2026-04-08"}]},
+        }
+    }
+    one = Policy(ucp=UcpPolicy(business_profile=business))
+    other = Policy(ucp=UcpPolicy(business_profile=dict(business)))
+    assert one == other
+    assert hash(one) == hash(other)

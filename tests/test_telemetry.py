@@ -1452,3 +1452,17 @@ async def test_a_malformed_envelope_the_sdk_refuses_over_http_is_recorded(
     (span,) = _refused(spans.get_finished_spans())
     assert attrs(span)["error.type"] == "-32602"
     assert attrs(span)["mcp.negotiation.era"] == "modern"
+
+
+@pytest.mark.parametrize("opted_in", [False, True])
+async def test_the_log_names_a_client_only_where_the_policy_opted_in(
+    caplog: pytest.LogCaptureFixture, opted_in: bool
+) -> None:
+    """Log records are exported too (an OpenTelemetry LoggingHandler): identity is opt-in there."""
+    caplog.set_level(logging.INFO, logger="mcp_negotiation")
+    server = build(Policy(record_client_identity=opted_in))
+    async with legacy("memory", server, "2024-11-05", {}):
+        pass
+    (line,) = [r.getMessage() for r in caplog.records if "loses" in r.getMessage()]
+    assert "at 2024-11-05 loses" in line
+    assert ("harness" in line) is opted_in  # the name `legacy()` handshakes with

@@ -172,6 +172,10 @@ class Policy:
                 raise ValueError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
         if self.advertise not in ("modern", "all"):
             raise ValueError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
+        for name in ("strict", "record_client_identity", "trace_every_request"):
+            value = getattr(self, name)
+            if type(value) is not bool:  # "false" is true: a switch read by truth would flip
+                raise TypeError(f"{name} must be True or False; got {value!r}")
         object.__setattr__(
             self,
             "required_capabilities",
@@ -297,7 +301,11 @@ def _declared(value: Any) -> bool:
 
 
 def _is_withheld(name: str, withheld: frozenset[str]) -> bool:
-    return bool(withheld) and (name in withheld or name.split(".", 1)[0] in withheld)
+    """`name` or what it belongs to is withheld: its top-level capability, and for an
+    extension identifier (`io.modelcontextprotocol/ui`) `extensions`, where it is declared."""
+    return bool(withheld) and (
+        name in withheld or name.split(".", 1)[0] in withheld or ("/" in name and "extensions" in withheld)
+    )
 
 
 def supports(negotiation: Negotiation, feature: str) -> bool:
@@ -451,12 +459,14 @@ class Negotiator:
             if revisions.feature(name, best) and not revisions.feature(name, revision)
         )
 
-    def _unsupported(self, requested: str) -> NegotiationRefused:
+    def _unsupported(self, requested: str, instead: tuple[str, ...] = ()) -> NegotiationRefused:
+        """-32022 listing `instead` (newest first) when there are any, else the advertised."""
+        supported = list(reversed(instead)) or self.supported_advertised
         return NegotiationRefused(
             Refusal(
                 UNSUPPORTED_PROTOCOL_VERSION,
                 f"Unsupported protocol version: {requested[:MAX_REVISION_LENGTH]}",
-                {"supported": self.supported_advertised, "requested": requested},
+                {"supported": supported, "requested": requested},
             )
         )
 
@@ -609,7 +619,8 @@ class Negotiator:
         accepted = protocol_version in self._accepted_legacy
         if not accepted and transport == "http" and not any_revision:
             # Before the cache: a ping's record for this revision must not serve what follows it.
-            raise self._unsupported(protocol_version)
+            # A legacy client, it is told the legacy revisions it could use, if any.
+            raise self._unsupported(protocol_version, self._accepted_legacy)
         withdrawn = self.withdrawn
         key = (transport, withdrawn, protocol_version, *headers.items())  # (a str: never a modern key)
         cached = self._cache.get(key)
@@ -617,7 +628,7 @@ class Negotiator:
             return cached
         agreed = protocol_version if accepted else (self._accepted_legacy or self.accepted)[-1]
         record = Negotiation(
-            era="legacy",
+            era=revisions.era(agreed),  # a modern-only policy's ping: 2026-07-28, not "legacy"
             protocol_version=agreed,
             requested_version=protocol_version,
             transport=transport,

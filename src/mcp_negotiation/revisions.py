@@ -388,13 +388,15 @@ def deprecation_window_open(
         )
     if months < 0:
         raise ValueError("months_since_deprecation cannot be negative")
-    elapsed = months if today is None else _months_between(DEPRECATION_DATE, today)
+    if today is None:
+        return months < _months_between(DEPRECATION_DATE, removal)
+    elapsed = _months_between(DEPRECATION_DATE, today)
     if elapsed != months:
         raise ValueError(
             f"today={today} is {elapsed} whole months after the deprecation on {DEPRECATION_DATE}, "
             f"not months_since_deprecation={months}; pass one of them"
         )
-    return months < _months_between(DEPRECATION_DATE, removal)
+    return today < removal  # the day is exact; a count of months is not, for any removal date
 
 
 _DATE_SHAPE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")

@@ -154,7 +154,11 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
     patching its constructor reaches them all.
     """
     policy = policy_given(policy, "instrument(policy, *servers)")
-    for server in servers:  # first: one that cannot be negotiated leaves nothing instrumented
+    if policy.strict:  # one that cannot be negotiated leaves nothing instrumented, none of them
+        for server in servers:
+            if seams.middleware_list(server) is None:
+                negotiate(server, policy)  # raises NegotiationUnavailable, naming it
+    for server in servers:
         negotiate(server, policy)
     _DEFAULT_POLICY[:] = [policy]
     if not _INSTRUMENTED:

@@ -65,12 +65,14 @@ class UcpPolicy:
     `resolver` from the URL `supported_versions` gives, as the specification has it.
     """
 
-    business_profile: ProfileSource
+    # Either may be a mapping, which cannot be hashed: left out of the hash (not of
+    # equality), so that a `Policy` holding this one hashes as its other fields say.
+    business_profile: ProfileSource = field(hash=False)
     resolver: ProfileResolver | None = None
     legacy_meta: bool = False
     stamp_results: bool = False
     continue_url: str | None = None
-    supported_profiles: Mapping[str, ProfileSource] = field(default_factory=dict)
+    supported_profiles: Mapping[str, ProfileSource] = field(default_factory=dict, hash=False)
     # Derived from the fields above, so not compared: two policies built alike are equal.
     business: Profile = field(init=False, repr=False, compare=False)
     fetcher: ProfileResolver = field(init=False, repr=False, compare=False)
