@@ -379,24 +379,24 @@ def deprecation_window_open(
     require_day("removal", removal)
     if today is not None:
         require_day("today", today)
-    if months_since_deprecation is None:
-        return (today or date.today()) < removal
     months = months_since_deprecation
-    if isinstance(months, bool) or not isinstance(months, int):
-        raise DeprecationClockError(
-            f"months_since_deprecation must be a whole number of months; got {months!r}"
-        )
-    if months < 0:
-        raise ValueError("months_since_deprecation cannot be negative")
-    if today is None:
-        return months < _months_between(DEPRECATION_DATE, removal)
-    elapsed = _months_between(DEPRECATION_DATE, today)
-    if elapsed != months:
-        raise ValueError(
-            f"today={today} is {elapsed} whole months after the deprecation on {DEPRECATION_DATE}, "
-            f"not months_since_deprecation={months}; pass one of them"
-        )
-    return today < removal  # the day is exact; a count of months is not, for any removal date
+    if months is not None:
+        if isinstance(months, bool) or not isinstance(months, int):
+            raise DeprecationClockError(
+                f"months_since_deprecation must be a whole number of months; got {months!r}"
+            )
+        if months < 0:
+            raise ValueError("months_since_deprecation cannot be negative")
+        if today is None:
+            return months < _months_between(DEPRECATION_DATE, removal)
+        elapsed = _months_between(DEPRECATION_DATE, today)
+        if elapsed != months:
+            raise ValueError(
+                f"today={today} is {elapsed} whole months after the deprecation on {DEPRECATION_DATE}, "
+                f"not months_since_deprecation={months}; pass one of them"
+            )
+    # A day is exact; a count of months is not, for a removal date off the 28th.
+    return (today or date.today()) < removal
 
 
 _DATE_SHAPE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")

@@ -80,10 +80,6 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
 _HTTP_APP = "streamable_http_app"
 
 
-def _http_app_owner(server: Any) -> Any:
-    return seams.lowlevel_server(server) or server
-
-
 _RECORDING: weakref.WeakSet[Any] = weakref.WeakSet()
 """The session managers of the apps built with a recorder (see `_wrap_http_app`)."""
 
@@ -96,7 +92,7 @@ def _wrap_http_app(server: Any) -> None:
     is wrapped in `negotiation_asgi`. Either records under the server's policy of the
     moment: `negotiate()` applied again changes it, `uninstrument()` ends it.
     """
-    owner = _http_app_owner(server)
+    owner = seams.http_app_owner(server)
     current = getattr(owner, _HTTP_APP, None)
     if current is None or isinstance(current, wrapt.FunctionWrapper):
         return
@@ -183,7 +179,7 @@ def uninstrument(*servers: Any) -> None:
         chain = seams.middleware_list(server)
         if chain is not None:
             chain[:] = [m for m in chain if not isinstance(m, NegotiationMiddleware)]
-        owner = _http_app_owner(server)
+        owner = seams.http_app_owner(server)
         if isinstance(vars(owner).get(_HTTP_APP), wrapt.FunctionWrapper):
             delattr(owner, _HTTP_APP)
 

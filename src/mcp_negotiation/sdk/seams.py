@@ -115,10 +115,16 @@ def lowlevel_server(server: Any) -> Any | None:
     return None
 
 
+def http_app_owner(server: Any) -> Any:
+    """The server whose `streamable_http_app()` builds the app: the lowlevel one behind a
+    high-level server, else the server itself."""
+    return lowlevel_server(server) or server
+
+
 def http_session_manager(server: Any) -> Any | None:
     """What the server's last `streamable_http_app()` built its app around, None before any
     (private: the lowlevel `Server._session_manager`)."""
-    return getattr(lowlevel_server(server) or server, "_session_manager", None)
+    return getattr(http_app_owner(server), "_session_manager", None)
 
 
 def span_opener_position(chain: list[Any]) -> int:

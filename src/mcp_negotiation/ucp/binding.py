@@ -124,11 +124,12 @@ def _agent_in(arguments: Any) -> str | None:
     agent = meta.get("ucp-agent") if is_object(meta) else None
     if agent is None:
         return None
-    if not is_object(agent) or agent.get("profile") is None:
+    profile = _profile_in(agent)
+    if profile is None:
         raise UcpError(
             INVALID_PROFILE_URL, 'arguments.meta["ucp-agent"] must be an object with a profile URL'
         )
-    return validate_profile_url(agent.get("profile"))
+    return profile
 
 
 def platform_profile_url(
