@@ -63,7 +63,8 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 from mcp_negotiation import Policy, negotiate  # noqa: E402
 from mcp_negotiation.negotiation import Negotiator, supports  # noqa: E402
-from mcp_negotiation.sdk.context import BOUND_ATTRIBUTE, _current, client_supports  # noqa: E402
+from mcp_negotiation.sdk.context import _current, client_supports  # noqa: E402
+from mcp_negotiation.sdk.seams import bind  # noqa: E402
 from mcp_negotiation.ucp import Profile, StaticResolver, negotiate_capabilities, parse_ucp_agent  # noqa: E402
 from ucp_shop import build as build_shop  # noqa: E402
 
@@ -516,7 +517,7 @@ def micro_benchmarks(repeat: int, min_seconds: float) -> list[Micro]:
     request = ServerRequestContext(  # what the middleware publishes the entry on, per request
         session=None, lifespan_context=None, protocol_version="2026-07-28", method="tools/call"
     )
-    setattr(request, BOUND_ATTRIBUTE, entry)
+    bind(request, entry)
     ctx = Context(request_context=request)  # what an MCPServer tool receives
     token = _current.set(entry)
     try:

@@ -157,9 +157,8 @@ class FakeClock:
 
 def fake_clock(monkeypatch: pytest.MonkeyPatch, today: date) -> FakeClock:
     """Make the negotiator's calendar and the timers that re-read it (the negotiator's, the
-    middleware memo's) the returned clock's."""
-    from mcp_negotiation import negotiation, revisions
-    from mcp_negotiation.sdk import middleware
+    engine's repeat memo) the returned clock's."""
+    from mcp_negotiation import engine, negotiation, revisions
 
     clock = FakeClock(today)
 
@@ -171,5 +170,5 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch, today: date) -> FakeClock:
     monkeypatch.setattr(revisions, "date", FakeDate)
     monkeypatch.setattr(negotiation, "date", FakeDate)
     monkeypatch.setattr(negotiation, "monotonic", lambda: clock.seconds)
-    monkeypatch.setattr(middleware, "monotonic", lambda: clock.seconds)
+    monkeypatch.setattr(engine, "monotonic", lambda: clock.seconds)
     return clock

@@ -17,7 +17,7 @@ from mcp.client._memory import InMemoryTransport
 from mcp.shared.exceptions import MCPError
 
 from harness import direct_connection, fake_clock, structured
-from mcp_negotiation import Policy, negotiation, revisions
+from mcp_negotiation import Policy, engine, negotiation, revisions
 from mcp_negotiation.demo import build
 from mcp_negotiation.sdk import middleware
 from mcp_negotiation.sdk.seams import middleware_list
@@ -43,11 +43,11 @@ async def _sample(ctx: Any, params: Any) -> types.CreateMessageResult:
     )
 
 
-def _memo(server: Any) -> dict[bytes, Any]:
+def _memo(server: Any) -> Any:
     chain = middleware_list(server)
     assert chain is not None
     (ours,) = [m for m in chain if isinstance(m, middleware.NegotiationMiddleware)]
-    return ours._repeats
+    return ours.engine.memo
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -103,14 +103,14 @@ async def test_a_window_closing_while_serving_reaches_envelopes_seen_before(
 async def test_the_memo_stays_bounded_whatever_clients_send() -> None:
     server = build()
     async with direct_connection(server) as send:
-        for i in range(middleware._MEMO_SIZE + 50):
+        for i in range(engine.MEMO_SIZE + 50):
             meta = {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {"experimental": {f"x{i}": {}}}}
             assert "tools" in await send("tools/list", {"_meta": meta})
-        assert len(_memo(server)) == middleware._MEMO_SIZE
+        assert len(_memo(server)) == engine.MEMO_SIZE
         last = {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {"experimental": {"last": {}}}}
         seen = await send("tools/call", {"name": "negotiation", "arguments": {}, "_meta": last})
     assert seen["structuredContent"]["client_capabilities"] == {"experimental": {"last": {}}}
-    assert len(_memo(server)) == middleware._MEMO_SIZE
+    assert len(_memo(server)) == engine.MEMO_SIZE
 
 
 class _Rotating:

@@ -279,14 +279,13 @@ def test_the_sdk_request_context_takes_the_entry_bound_to_it() -> None:
     from mcp.server.mcpserver import Context
 
     from mcp_negotiation.negotiation import Negotiator, Policy
-    from mcp_negotiation.sdk.context import BOUND_ATTRIBUTE, _request_context_of
+    from mcp_negotiation.sdk.seams import bind, entry_bound_to
 
     request = ServerRequestContext(
         session=None, lifespan_context=None, protocol_version="2025-11-25", method="m"
     )  # type: ignore[arg-type]
     negotiator = Negotiator(Policy())
     entry = (negotiator.without_session("2025-11-25", transport="memory"), negotiator)
-    setattr(request, BOUND_ATTRIBUTE, entry)  # as the middleware does, per request
-    assert getattr(request, BOUND_ATTRIBUTE) is entry
-    assert _request_context_of(Context(request_context=request)) is request  # how `ctx` reaches it
-    assert _request_context_of(request) is request
+    bind(request, entry)  # as the middleware does, per request
+    assert entry_bound_to(request) is entry
+    assert entry_bound_to(Context(request_context=request)) is entry  # how `ctx` reaches it

@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from harness import ROOT, RawRequest, initialize_params, legacy_session, open_streams, serve_http, structured
-from mcp_negotiation import Negotiator, Policy, negotiate, telemetry
+from mcp_negotiation import Negotiator, Policy, negotiate, otel_seam, telemetry
 from mcp_negotiation.demo import build
 from mcp_negotiation.telemetry import MAX_LIST, SPAN_NAME, span_attributes
 
@@ -336,7 +336,8 @@ def test_the_current_span_is_read_where_opentelemetry_keeps_it(monkeypatch: pyte
     from opentelemetry import context as otel_context
     from opentelemetry.trace import propagation
 
-    variable, key = telemetry._span_source() or pytest.fail("the default runtime context was not recognised")
+    found = otel_seam.current_span_source()
+    variable, key = found or pytest.fail("the default runtime context was not recognised")
     assert key == propagation._SPAN_KEY
     with trace.get_tracer("tests").start_as_current_span("outer") as outer:
         assert variable.get().get(key) is outer is trace.get_current_span()
@@ -345,7 +346,7 @@ def test_the_current_span_is_read_where_opentelemetry_keeps_it(monkeypatch: pyte
         pass
 
     monkeypatch.setattr(otel_context, "_RUNTIME_CONTEXT", OtherRuntime())
-    assert telemetry._span_source() is None
+    assert otel_seam.current_span_source() is None
 
 
 @pytest.mark.parametrize("read", ["direct", "public API"])

@@ -384,6 +384,43 @@ def policy_given(policy: object, who: str) -> Policy:
     return policy
 
 
+class Withdrawals:
+    """What the policy withdraws today, with the clock read at most once a minute.
+
+    `date.today()` costs a microsecond, too much for every request, and a deprecation
+    closing a minute late harms no one. With no pinned clock the date is read again at
+    most once a minute, so a long-running server withdraws the deprecated features within
+    a minute of the removal date. What was made from one reading (a session's record, a
+    memo of a request's outcome) may be trusted until `until`.
+    """
+
+    __slots__ = ("_day", "_policy", "current", "until")
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
+        pinned = policy.today is not None or policy.months_since_deprecation is not None
+        self._day: date | None = None if pinned else date.today()
+        self.until = math.inf if pinned else monotonic() + _DATE_RECHECK_SECONDS
+        """`monotonic()` time until which `current` stands (for ever with a pinned clock)."""
+        self.current = policy.withdrawn()
+
+    def now(self) -> frozenset[str]:
+        """The features withdrawn now, the very same set object while the day is the same."""
+        now = monotonic()
+        if now >= self.until:
+            self.until = now + _DATE_RECHECK_SECONDS
+            today = date.today()
+            if today != self._day:
+                self.current = self._policy.withdrawn()
+                self._day = today
+        return self.current
+
+    def stands_for(self, record: Negotiation) -> bool:
+        """Whether `record` was made (or refreshed) under the current reading: one identity
+        test and one clock read, cheap enough for every request of a session."""
+        return record.withheld is self.current and monotonic() < self.until
+
+
 class Negotiator:
     """Applies one `Policy` to what clients send; caches per-revision work and modern envelopes.
 
@@ -396,16 +433,7 @@ class Negotiator:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.accepted = policy.accepted()
-        # With no pinned clock the date is read again at most once a minute, so a long-running
-        # server withdraws the deprecated features within a minute of the removal date.
-        pinned = policy.today is not None or policy.months_since_deprecation is not None
-        self._withdrawn_on: date | None = None if pinned else date.today()
-        self.fresh_until = math.inf if pinned else monotonic() + _DATE_RECHECK_SECONDS
-        """`monotonic()` time until which `withdrawn` stands (for ever with a pinned clock):
-        anything made from it, a record or a memo of one, may be trusted until then."""
-        self.last_withdrawn = policy.withdrawn()
-        """What `withdrawn` last answered, standing until `fresh_until`: read directly on the
-        per-request path, where a property call would be the costliest step."""
+        self.withdrawals = Withdrawals(policy)
         self._accepted_legacy = tuple(r for r in self.accepted if revisions.era(r) == "legacy")
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
         self._degraded = {r: self._degraded_at(r) for r in self.accepted}
@@ -414,14 +442,7 @@ class Negotiator:
     @property
     def withdrawn(self) -> frozenset[str]:
         """Features no client gets now: closed deprecations and the policy's `withhold`."""
-        now = monotonic()
-        if now >= self.fresh_until:
-            self.fresh_until = now + _DATE_RECHECK_SECONDS
-            today = date.today()
-            if today != self._withdrawn_on:
-                self.last_withdrawn = self.policy.withdrawn()
-                self._withdrawn_on = today
-        return self.last_withdrawn
+        return self.withdrawals.now()
 
     def refreshed(self, record: Negotiation, check: bool = True) -> Negotiation:
         """A session's record under the policy as it stands *now*.
@@ -439,7 +460,7 @@ class Negotiator:
         withdrawn = self.withdrawn
         degraded = self._degraded.get(revision, record.degraded)
         # Identity, not equality: an equal set from another computation is swapped in once,
-        # so that the caller's cheap identity test (see the middleware) holds from then on.
+        # so that `Withdrawals.stands_for` holds for the record from then on.
         if record.withheld is not withdrawn or record.degraded != degraded:
             record = replace(record, withheld=withdrawn, degraded=degraded)
         return self._check_required(record) if check else record

@@ -27,17 +27,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from contextvars import ContextVar
 from typing import Any, Final
 
-from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
-from opentelemetry.trace import propagation as trace_propagation
 
-from . import revisions
+from . import otel_seam, revisions
 from .bounded import IdentityCache
+from .engine import Decision
 from .errors import Refusal
 from .negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport
 
@@ -45,6 +43,7 @@ __all__ = [
     "MAX_LIST",
     "SPAN_NAME",
     "Traced",
+    "record_decision",
     "record_negotiation",
     "record_refusal",
     "repeated",
@@ -274,28 +273,8 @@ def _emit(
     return span.get_span_context() if recorded else None
 
 
-def _span_source() -> tuple[ContextVar[Any], str] | None:
-    """Where OpenTelemetry keeps the current span, when that is its default ContextVar.
-
-    Read directly, the current span costs two C calls instead of five Python ones, an
-    eighth of what a repeat costs the middleware (callgrind: 2,300 of 17,000
-    instructions). With another runtime context (`OTEL_PYTHON_CONTEXT`) or an API whose
-    internals moved, the public `trace.get_current_span()` is used.
-    """
-    try:
-        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
-    except ImportError:  # pragma: no cover - an API without its default runtime context
-        return None
-    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
-    variable = getattr(runtime, "_current_context", None)
-    key = getattr(trace_propagation, "_SPAN_KEY", None)
-    default = type(runtime) is ContextVarsRuntimeContext
-    if default and isinstance(variable, ContextVar) and isinstance(key, str):
-        return variable, key
-    return None
-
-
-_SPAN_SOURCE: Final = _span_source()
+_SPAN_SOURCE: Final = otel_seam.current_span_source()
+"""Where the current span is read directly, per repeat (see `otel_seam`); None: the public API."""
 
 
 def repeated(traced: Traced) -> bool:
@@ -403,3 +382,33 @@ def record_refusal(
         _emit(build, _metric_labels(era, None, "refused"), duration, str(refusal.code), False, carrier)
     except Exception:
         logger.exception(_FAILED)
+
+
+def record_decision(
+    method: str,
+    decision: Decision,
+    policy: Policy,
+    duration: float,
+    *,
+    params: Any,
+    protocol_version: str,
+    transport: Transport,
+    session_id: str | None,
+) -> Traced | None:
+    """Record what an engine `Decision` says is traced for one message: nothing, its refusal,
+    or its negotiation (whose handle a repeat links with). Never raises."""
+    if not decision.trace:
+        return None
+    if decision.refusal is not None:
+        record_refusal(
+            method,
+            decision.refusal,
+            policy,
+            duration,
+            params=params,
+            protocol_version=protocol_version,
+            transport=transport,
+            session_id=session_id,
+        )
+        return None
+    return record_negotiation(method, decision.record, policy, duration) if decision.record else None

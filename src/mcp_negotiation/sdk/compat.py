@@ -12,7 +12,7 @@ from typing import Any, Final, NoReturn
 
 from ..errors import Refusal
 
-__all__ = ["MCP_MAJOR", "PENDING_REFUSALS", "raise_refusal", "tool_result"]
+__all__ = ["MCP_MAJOR", "PENDING_REFUSALS", "as_exception", "error_data", "raise_refusal", "tool_result"]
 
 MCP_MAJOR: Final = int(version("mcp").split(".", 1)[0])
 """The installed SDK's major version: 2 has a middleware seam, 1 is reached through wrapt."""
@@ -22,23 +22,35 @@ PENDING_REFUSALS: ContextVar[list[Refusal] | None] = ContextVar("mcp_negotiation
 collects refusals here and answers them as the JSON-RPC error they are."""
 
 
-def raise_refusal(refusal: Refusal) -> NoReturn:
-    """Refuse the current request with `refusal`, as a JSON-RPC error on either major."""
+def error_data(refusal: Refusal) -> Any:
+    """`refusal` as the SDK's `ErrorData`, what a JSON-RPC error response carries (both majors)."""
+    from mcp.types import ErrorData
+
+    data = dict(refusal.data) if refusal.data is not None else None
+    return ErrorData(code=refusal.code, message=refusal.message, data=data)
+
+
+def as_exception(refusal: Refusal) -> Exception:
+    """`refusal` as the exception the installed SDK answers with that JSON-RPC error."""
     data = dict(refusal.data) if refusal.data is not None else None
     if MCP_MAJOR >= 2:
         from mcp.shared.exceptions import MCPError
 
-        raise MCPError(refusal.code, refusal.message, data)
-    pending = PENDING_REFUSALS.get()
-    if pending is not None:
-        pending.append(refusal)
+        return MCPError(refusal.code, refusal.message, data)
     import mcp.shared.exceptions as v1_exceptions
-    from mcp.types import ErrorData
 
     # McpError is the 1.x name, absent from the 2.x package mypy reads.
     v1_error: Any = v1_exceptions.__dict__["McpError"]
-    error: Exception = v1_error(ErrorData(code=refusal.code, message=refusal.message, data=data))
-    raise error
+    error: Exception = v1_error(error_data(refusal))
+    return error
+
+
+def raise_refusal(refusal: Refusal) -> NoReturn:
+    """Refuse the current request with `refusal`, as a JSON-RPC error on either major."""
+    pending = PENDING_REFUSALS.get()
+    if pending is not None:
+        pending.append(refusal)
+    raise as_exception(refusal)
 
 
 def tool_result(structured: dict[str, Any], text: str) -> Any:

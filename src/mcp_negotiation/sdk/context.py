@@ -16,12 +16,13 @@ import json
 import logging
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Final, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from ..errors import Refusal
 from ..negotiation import Negotiation, Negotiator, capability_names, supports
 from ..ucp.binding import with_agreement
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
+from . import seams
 from .compat import raise_refusal, tool_result
 
 __all__ = [
@@ -47,24 +48,6 @@ class NoNegotiation(LookupError):
     """Raised by `negotiation_of` outside a request of a server wrapped by `negotiate()`."""
 
 
-BOUND_ATTRIBUTE: Final = "_mcp_negotiation_entry"
-"""Where the middleware also leaves a request's entry: on the SDK's request context (set
-inline there, per request; `tests/test_seams.py` fails if the SDK's context stops taking it)."""
-
-
-def _request_context_of(ctx: object) -> object:
-    """The SDK request context behind a handler's `ctx`.
-
-    MCPServer's (and FastMCP's) `Context` is a pydantic model holding it as a private
-    attribute; its `request_context` property costs microseconds through pydantic's
-    `__getattr__`, the private dict a lookup. A lowlevel handler's `ctx` is the context.
-    """
-    private = getattr(ctx, "__pydantic_private__", None)
-    if type(private) is dict:
-        return private.get("_request_context", ctx)
-    return ctx
-
-
 _narrowed: ContextVar[tuple[object, tuple[Negotiation, Negotiator]] | None] = ContextVar(
     "mcp_negotiation.narrowed", default=None
 )
@@ -82,7 +65,7 @@ def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
     holds this very entry narrowed by `@requires_ucp`, which is the narrower answer.
     """
     entry = _current.get()
-    bound = getattr(_request_context_of(ctx), BOUND_ATTRIBUTE, None)
+    bound = seams.entry_bound_to(ctx)
     if bound is None or bound is entry:
         return entry
     narrowed = _narrowed.get()
@@ -168,8 +151,7 @@ def _scoped_ucp(
         if offered.code == CAPABILITIES_INCOMPATIBLE:
             structured = offered.to_tool_result()
             return _Incompatible(tool_result(structured, json.dumps(structured)))
-        error = offered.to_jsonrpc_error()
-        raise_refusal(Refusal(error["code"], error["message"], error["data"]))
+        raise_refusal(offered.to_refusal())
     return with_agreement(entry[0], scoped), entry[1]
 
 

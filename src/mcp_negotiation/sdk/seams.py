@@ -12,12 +12,14 @@ import logging
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
-
 logger = logging.getLogger("mcp_negotiation")
 
 STATE_KEY: Final = "mcp_negotiation.record"
 """Our key in the SDK's per-connection `Connection.state` scratch dict."""
+UCP_STATE_KEY: Final = "mcp_negotiation.ucp_profile"
+"""Our key there for the stdio extension's session default profile URL."""
+BOUND_ATTRIBUTE: Final = "_mcp_negotiation_entry"
+"""Where a request's entry is also left: on the SDK's request context."""
 
 DIRECT_KIND: Final = "direct"
 HTTP_KIND: Final = "streamable-http"
@@ -82,7 +84,56 @@ def mark_scope(ctx: Any, mark: str) -> None:
 
 def sdk_answer_for(requested: Any) -> str:
     """The revision the SDK itself answers to an `initialize` asking for `requested`."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
     return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def steer_initialize(ctx: Any, agreed: str) -> bool:
+    """Make the SDK answer, and commit, the revision the policy chose for an `initialize`.
+
+    The SDK builds its `initialize` answer from the params and, after the chain, commits
+    the connection's revision by re-reading the *same* params object; its middleware
+    documentation says `initialize` is observed but not rewritable, so the adjusted
+    context it recommends elsewhere (`replace(ctx, params=...)`) would answer one revision
+    and commit another. Rewriting that object in place is the one way to keep them equal
+    when the policy counter-offers. False when the params cannot be rewritten.
+    """
+    params = ctx.params
+    requested = params.get("protocolVersion") if isinstance(params, Mapping) else None
+    if sdk_answer_for(requested) == agreed:
+        return True
+    if not isinstance(params, MutableMapping):
+        return False
+    params["protocolVersion"] = agreed
+    return True
+
+
+def bind(ctx: Any, entry: object) -> None:
+    """Leave a request's entry on the SDK's request context too (see `entry_bound_to`).
+
+    The SDK's context is a plain dataclass today; a slotted or frozen one refuses the
+    attribute, and then the ContextVar alone answers. Per request, so written to cost
+    one attribute store.
+    """
+    try:  # noqa: SIM105  (suppress() costs a microsecond per request)
+        setattr(ctx, BOUND_ATTRIBUTE, entry)
+    except (AttributeError, TypeError):
+        pass
+
+
+def entry_bound_to(ctx: object) -> Any:
+    """The entry `bind` left on the request context behind a handler's `ctx`, or None.
+
+    MCPServer's (and FastMCP's) `Context` is a pydantic model holding the request context
+    as a private attribute; its `request_context` property costs microseconds through
+    pydantic's `__getattr__`, the private dict (`__pydantic_private__`) a lookup. A
+    lowlevel handler's `ctx` is the request context itself.
+    """
+    private = getattr(ctx, "__pydantic_private__", None)
+    if type(private) is dict:
+        ctx = private.get("_request_context", ctx)
+    return getattr(ctx, BOUND_ATTRIBUTE, None)
 
 
 def middleware_list(server: Any) -> list[Any] | None:

@@ -23,7 +23,7 @@ import importlib
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
@@ -31,11 +31,10 @@ from typing import Any, Final, TypeVar
 import wrapt
 
 from .. import revisions, telemetry
-from ..errors import NegotiationRefused, NegotiationUnavailable, Refusal
-from ..negotiation import Negotiation, Negotiator, Policy, Transport, policy_given
-from ..ucp.binding import UcpNegotiator, session_profile_url
-from ..ucp.errors import UcpError
-from .compat import PENDING_REFUSALS
+from ..engine import Decision, Engine, Inbound
+from ..errors import NegotiationUnavailable, Refusal
+from ..negotiation import Negotiation, Negotiator, Policy, policy_given
+from .compat import PENDING_REFUSALS, error_data
 from .context import _current
 from .origin import origin, stdio_wrapper
 
@@ -51,13 +50,11 @@ class V1Negotiation:
     """What `negotiate` attached to one mcp 1.x lowlevel server."""
 
     policy: Policy
-    negotiator: Negotiator
-    ucp: UcpNegotiator | None
+    engine: Engine
 
     @classmethod
     def of(cls, policy: Policy) -> V1Negotiation:
-        ucp = UcpNegotiator(policy.ucp) if policy.ucp is not None else None
-        return cls(policy, Negotiator(_within_sdk(policy)), ucp)
+        return cls(policy, Engine(policy, Negotiator(_within_sdk(policy))))
 
 
 def sdk_revisions() -> tuple[str, ...]:
@@ -94,13 +91,6 @@ def _http_request(message: Any) -> Any:
     return getattr(metadata, "request_context", None)
 
 
-def _error_data(refusal: Refusal) -> Any:
-    from mcp.types import ErrorData
-
-    data = dict(refusal.data) if refusal.data is not None else None
-    return ErrorData(code=refusal.code, message=refusal.message, data=data)
-
-
 def _dump(model: Any) -> Any:
     return model.model_dump(by_alias=True, exclude_none=True, mode="json") if model is not None else None
 
@@ -135,26 +125,31 @@ def _on_received_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) ->
 async def _initialize(
     holder: V1Negotiation, session: Any, responder: Any, params: Any, answer: Awaitable[Any]
 ) -> Any:
+    """A legacy `initialize`: steer 1.x's answer (the params' version when it knows it, else
+    its newest) to the agreed revision, and keep the record for the session."""
     started = time.perf_counter()
     raw = _dump(params)
-    transport, headers = origin(getattr(_http_request(responder), "headers", None))
-    try:
-        record = holder.negotiator.initialize(raw, transport=transport, headers=headers)
-    except NegotiationRefused as refused:
+    # The revision 1.x serves a message at before any handshake (a legacy one, so that the
+    # engine sees a handshake whatever the client asked for).
+    message = _inbound("initialize", raw, _UNANNOUNCED_REVISION, responder, _records.get(session))
+    decision = await _decided(holder, message, session, started)
+    record = decision.record
+    if decision.action == "refuse" and decision.refusal is not None:
         answer.close()  # type: ignore[attr-defined]  # the SDK's answer is a coroutine never awaited
-        _records[session] = refused.refusal  # what the session's later requests get (see `_handle`)
-        _trace_refusal(holder, "initialize", refused.refusal, started, raw, transport)
         with responder:
-            await responder.respond(_error_data(refused.refusal))
+            await responder.respond(error_data(decision.refusal))
         return None
+    if decision.action != "serve" or record is None:
+        return await answer
     if record.protocol_version != params.protocolVersion:
-        # 1.x answers the params' version when it knows it, else its newest: steer it to ours.
         params.protocolVersion = record.protocol_version
-    _records[session] = record
-    if holder.ucp is not None:
-        _session_profiles[session] = session_profile_url(raw)
+    result = await answer
+    held = holder.engine.handshaken(record, raw, record.protocol_version)
+    _records[session] = held.record
+    if holder.engine.ucp is not None:
+        _session_profiles[session] = held.ucp_default
     telemetry.record_negotiation("initialize", record, holder.policy, time.perf_counter() - started)
-    return await answer
+    return result
 
 
 def _on_handle_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -169,54 +164,23 @@ async def _handle(
     holder: V1Negotiation, message: Any, request: Any, session: Any, handled: Awaitable[Any]
 ) -> Any:
     started = time.perf_counter()
-    http_request = _http_request(message)
-    transport, headers = origin(getattr(http_request, "headers", None))
     kept = _records.get(session)
-    ping = type(request).__name__ == "PingRequest"
-    stored = kept if type(kept) is Negotiation else None
-    version = None
-    try:
-        if type(kept) is Refusal and not ping:
-            # The session's handshake was refused; 1.x serves a client that goes on regardless.
-            raise NegotiationRefused(kept)
-        if stored is None:
-            # Stateless HTTP (a fresh session per POST) or a request before `initialize`: the SDK
-            # serves it at its header's revision, else at the specification's default.
-            version = headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
-            record = holder.negotiator.without_session(
-                version, transport=transport, headers=headers, any_revision=ping
-            )
-        else:
-            # A session the policy applied since no longer serves is refused (see `refreshed`).
-            version = stored.protocol_version
-            record = holder.negotiator.refreshed(stored, not ping)
-    except NegotiationRefused as refused:
+    # Stateless HTTP (a fresh session per POST) or a request before `initialize`: 1.x serves
+    # it at its header's revision, else at the specification's default.
+    headers = getattr(_http_request(message), "headers", None) or {}
+    revision = kept.protocol_version if type(kept) is Negotiation else None
+    revision = revision or headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
+    # Params are read (a model dump) only where a decision can need them: a UCP call's profile.
+    params = _dump(request.params) if holder.engine.ucp is not None else None
+    inbound = _inbound(getattr(request, "method", ""), params, revision, message, kept)
+    decision = await _decided(holder, inbound, session, started)
+    if decision.action == "refuse" and decision.refusal is not None:
         handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
-        method = getattr(request, "method", "")
-        _trace_refusal(holder, method, refused.refusal, started, {"protocolVersion": version}, transport)
-        await message.respond(_error_data(refused.refusal))
+        await message.respond(error_data(decision.refusal))
         return None
-    if stored is not None:
-        if record.session_id is None and http_request is not None:
-            # Stateful HTTP: the SDK routed this request to its session by this header, so it
-            # is the server's id. `initialize` carried none (the id comes with its answer).
-            session_id = http_request.headers.get("mcp-session-id")
-            if session_id:
-                record = replace(record, session_id=session_id)
-        if record is not stored:
-            _records[session] = record
-    if holder.ucp is not None and type(request).__name__ == "CallToolRequest":
-        try:
-            record = await _with_ucp(
-                holder, holder.ucp, record, request, session, headers, started, transport
-            )
-        except UcpError as failure:
-            # Refused before the tool runs: it must not run at all.
-            handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
-            error = failure.to_jsonrpc_error()
-            await message.respond(_error_data(Refusal(error["code"], error["message"], error["data"])))
-            return None
-    token = _current.set((record, holder.negotiator))
+    if decision.action != "serve" or decision.record is None:
+        return await handled
+    token = _current.set((decision.record, holder.engine.negotiator))
     pending_token = PENDING_REFUSALS.set([])
     try:
         return await handled
@@ -225,33 +189,45 @@ async def _handle(
         _current.reset(token)
 
 
-async def _with_ucp(
-    holder: V1Negotiation,
-    ucp: UcpNegotiator,
-    record: Negotiation,
-    request: Any,
-    session: Any,
-    headers: Mapping[str, str],
-    started: float,
-    transport: Transport,
-) -> Negotiation:
-    raw = _dump(request.params)
-    try:
-        scoped = await ucp.for_call(record, raw, headers, session_default=_session_profiles.get(session))
-    except UcpError as failure:
-        error = failure.to_jsonrpc_error()
-        _trace_refusal(
-            holder,
-            "tools/call",
-            Refusal(error["code"], error["message"], error["data"]),
-            started,
-            raw,
-            transport,
-        )
-        raise
-    if scoped.ucp is not None:  # (None: the call named no platform, and nothing was negotiated)
-        telemetry.record_negotiation("tools/call", scoped, holder.policy, time.perf_counter() - started)
-    return scoped
+def _inbound(method: str, params: Any, revision: str, carrier: Any, held: object) -> Inbound:
+    """The facts of one message; `carrier` is what 1.x attaches the HTTP request to."""
+    http_request = _http_request(carrier)
+    transport, headers = origin(getattr(http_request, "headers", None))
+    # Stateful HTTP: the SDK routed a session's request by this header, so it is the server's
+    # id; anything else a client puts there is never taken.
+    session_id = None
+    if http_request is not None and isinstance(held, Negotiation):
+        session_id = http_request.headers.get("mcp-session-id")
+    return Inbound(
+        method=method,
+        params=params,
+        revision=revision,
+        transport=transport,
+        headers=headers,
+        held=held,
+        session_id=session_id or None,
+    )
+
+
+async def _decided(holder: V1Negotiation, message: Inbound, session: Any, started: float) -> Decision:
+    """The engine's decision for `message`, with the session's hold kept and telemetry told."""
+    engine = holder.engine
+    decision = engine.decide(message)
+    if decision.ucp:
+        decision = await engine.with_ucp(decision, message)
+    if decision.hold is not None:
+        _records[session] = decision.hold
+    telemetry.record_decision(
+        message.method,
+        decision,
+        holder.policy,
+        time.perf_counter() - started,
+        params=message.params if message.params is not None else {"protocolVersion": message.revision},
+        protocol_version=message.revision,
+        transport=message.transport,
+        session_id=message.session_id,
+    )
+    return decision
 
 
 def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -259,7 +235,7 @@ def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     if pending and _failed(args[0] if args else kwargs.get("response")):
         # A refusal raised inside the handler, which failed with it: answer it as the
         # JSON-RPC error it is. A handler that caught the refusal and answered is answered.
-        return wrapped(_error_data(pending[0]))
+        return wrapped(error_data(pending[0]))
     return wrapped(*args, **kwargs)
 
 
@@ -268,22 +244,6 @@ def _failed(response: Any) -> bool:
     if type(response).__name__ == "ErrorData":
         return True
     return getattr(getattr(response, "root", response), "isError", False) is True
-
-
-def _trace_refusal(
-    holder: V1Negotiation, method: str, refusal: Refusal, started: float, params: Any, transport: Transport
-) -> None:
-    version = params.get("protocolVersion") if isinstance(params, Mapping) else None
-    telemetry.record_refusal(
-        method,
-        refusal,
-        holder.policy,
-        time.perf_counter() - started,
-        params=params,
-        protocol_version=version if isinstance(version, str) else "",
-        transport=transport,
-        session_id=None,
-    )
 
 
 _TARGETS: Final[tuple[tuple[str, str, Callable[..., Any], bool], ...]] = (

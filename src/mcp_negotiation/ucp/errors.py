@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal, get_args
 
+from ..errors import Refusal
+
 __all__ = [
     "CAPABILITIES_INCOMPATIBLE",
     "INVALID_PROFILE_URL",
@@ -87,6 +89,11 @@ class UcpError(Exception):
         if self.continue_url is not None:
             data["continue_url"] = self.continue_url
         return {"code": UCP_JSONRPC_ERROR, "message": _SUMMARY[self.code], "data": data}
+
+    def to_refusal(self) -> Refusal:
+        """The discovery failure as the `Refusal` every adapter answers and traces."""
+        error = self.to_jsonrpc_error()
+        return Refusal(error["code"], error["message"], error["data"])
 
     def to_tool_result(self) -> dict[str, Any]:
         """The `structuredContent` of a `capabilities_incompatible` tool result.

@@ -1,0 +1,386 @@
+"""The one decision every inbound message gets, whichever SDK adapter received it.
+
+An adapter (the mcp 2.x middleware, the mcp 1.x wrapt shell) gathers the facts of one
+message into an `Inbound` and applies the `Decision` returned here: publish a record for
+the handler, answer a refusal, or pass the message through untouched; and tell telemetry
+what to record. Every rule about *what* to decide lives here, once, so a fix reaches both
+SDK majors; the adapters only know where the facts come from and how their SDK
+publishes and refuses.
+
+Pure (sans-I/O): nothing here imports the SDK, OpenTelemetry or an HTTP client. The one
+await, finding a UCP agreement, goes through the resolver the policy injected.
+
+Cost model: a modern client repeats the same envelope on every request, so a request
+shaped like one served before is answered from the `RepeatMemo`, one lookup; everything
+else happens once per distinct envelope, session, or (profile, operation) within the
+profile's freshness.
+"""
+
+from __future__ import annotations
+
+import logging
+import marshal
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from time import monotonic
+from typing import Any, Final, Literal
+
+from . import revisions
+from .bounded import BoundedCache
+from .errors import NegotiationRefused, Refusal
+from .frozen_json import MARSHAL_VERSION, is_object
+from .negotiation import (
+    CLIENT_CAPABILITIES_KEY,
+    CLIENT_INFO_KEY,
+    PROTOCOL_VERSION_KEY,
+    Negotiation,
+    Negotiator,
+    Policy,
+    Transport,
+)
+from .ucp.binding import UCP_EXTENSION_ID, UcpNegotiator, advertisement, session_profile_url
+from .ucp.errors import UcpError
+
+__all__ = ["EXEMPT", "Decision", "Engine", "Held", "Inbound", "Repeat", "RepeatMemo"]
+
+logger = logging.getLogger("mcp_negotiation")
+
+EXEMPT: Final = frozenset({"server/discover", "ping"})
+"""Methods a client may call without the policy's required capabilities, to learn them."""
+
+MEMO_SIZE: Final = 1_024
+MAX_SHAPE: Final = 65_536
+"""Longest request shape memoised (bytes): bigger envelopes are negotiated every time."""
+
+
+@dataclass(slots=True)
+class Inbound:
+    """The facts of one inbound message, as an adapter gathers them.
+
+    `revision` is the revision the SDK serves the message at (its connection's, or the
+    modern request's own). `held` is what the connection holds from its handshake: the
+    record, the `Refusal` of a refused handshake, or None. `direct` marks the SDK's
+    in-process dispatcher, which adopts whatever revision an envelope names; `on_behalf`
+    a request the SDK makes itself while serving the client's own (`served_for_another`).
+    """
+
+    method: str
+    params: Any
+    revision: str
+    transport: Transport
+    headers: Mapping[str, str]
+    notification: bool = False
+    held: object = None
+    session_id: str | None = None
+    ucp_default: Any = None
+    direct: bool = False
+    on_behalf: bool = False
+
+
+Action = Literal["pass", "serve", "refuse", "empty"]
+
+
+@dataclass(slots=True)
+class Decision:
+    """What the adapter does with one message.
+
+    - `pass`: hand it to the SDK untouched (nothing to negotiate, or a bug of ours);
+    - `serve`: publish `record` for the handler, then hand it on;
+    - `refuse`: answer `refusal` instead of serving;
+    - `empty`: answer an empty result (the SDK's own listing for a call that is refused).
+
+    `trace`: the record (or refusal) is traced for this message. `hold`: what the
+    connection holds from now on (None: unchanged). `handshake`: after the SDK answered,
+    call `Engine.handshaken`. `ucp`: the platform agreement is still to be found
+    (`Engine.with_ucp`). `judged`: the message reached negotiation, so an HTTP error after
+    this is no refusal made before dispatch. `repeat`: what a repeat of this message may
+    publish (see `RepeatMemo`); `repeat_is_whole` is False for a UCP call, whose repeats
+    reuse only the negotiation and find their agreement each time.
+    """
+
+    action: Action
+    record: Negotiation | None = None
+    refusal: Refusal | None = None
+    trace: bool = False
+    hold: Negotiation | Refusal | None = None
+    handshake: bool = False
+    ucp: bool = False
+    judged: bool = False
+    repeat: Negotiation | None = None
+    repeat_is_whole: bool = True
+
+
+@dataclass(slots=True)
+class Held:
+    """What a connection keeps after an accepted handshake."""
+
+    record: Negotiation
+    ucp_default: Any
+
+
+class Repeat:
+    """A memoised outcome: what to publish, and the handle telemetry counts a repeat with.
+
+    `traced` is None for a UCP `tools/call`: only its negotiation is memoised, because its
+    agreement depends on the resolver's current profile and is found on every call. It is
+    trusted while the date it was made under stands (`until`).
+    """
+
+    __slots__ = ("published", "traced", "until")
+
+    def __init__(self, published: tuple[Negotiation, Negotiator], traced: Any, until: float) -> None:
+        self.published = published
+        self.traced = traced
+        self.until = until
+
+
+class RepeatMemo:
+    """Outcomes of modern requests off HTTP, by their shape (method, revisions, envelope, pipe).
+
+    Clients repeat the same envelope on every request; a shape served before is answered
+    from here with nothing negotiated, looked up or traced again. Over HTTP headers count
+    too, and the SDK's HTTP path costs a thousand times more than negotiating, so only
+    stdio and in-memory requests are memoised. Exact: `marshal` tells `true` from `1`.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: BoundedCache[bytes, Repeat] = BoundedCache(MEMO_SIZE)
+
+    @staticmethod
+    def key(method: str, params: Any, revision: Any, on_stdio: bool) -> bytes | None:
+        """The shape of a request carrying a modern envelope, None for any other message.
+
+        `on_stdio`: the request came over stdio (not the SDK's in-process dispatcher,
+        which a stdio server's tool may run with this very envelope).
+        """
+        meta = params.get("_meta") if type(params) is dict else None
+        if type(meta) is not dict or (version := meta.get(PROTOCOL_VERSION_KEY)) is None:
+            return None
+        try:
+            return marshal.dumps(
+                (
+                    method,
+                    revision,
+                    version,
+                    meta.get(CLIENT_CAPABILITIES_KEY),
+                    meta.get(CLIENT_INFO_KEY),
+                    on_stdio,
+                ),
+                MARSHAL_VERSION,
+            )
+        except ValueError:  # not plain JSON values: negotiated every time
+            return None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: bytes) -> Repeat | None:
+        """The outcome memoised for `key` while it stands."""
+        repeat = self._entries.get(key)
+        return repeat if repeat is not None and monotonic() < repeat.until else None
+
+    def remember(self, key: bytes, published: tuple[Negotiation, Negotiator], traced: Any) -> None:
+        if len(key) <= MAX_SHAPE:
+            self._entries.put(key, Repeat(published, traced, published[1].withdrawals.until))
+
+
+_ADVERTISED_IN: Final = {"initialize": "experimental", "server/discover": "extensions"}
+
+PASS: Final = Decision("pass")
+EMPTY: Final = Decision("empty")
+
+
+class Engine:
+    """Applies one `Policy` to every inbound message of one server."""
+
+    def __init__(self, policy: Policy, negotiator: Negotiator | None = None) -> None:
+        self.policy = policy
+        self.negotiator = negotiator or Negotiator(policy)
+        self.ucp = UcpNegotiator(policy.ucp) if policy.ucp is not None else None
+        self.memo = RepeatMemo()
+
+    # --- the decision -----------------------------------------------------------------
+
+    def decide(self, message: Inbound, base: Negotiation | None = None) -> Decision:
+        """The decision for `message`. `base`: a memoised record of a UCP call's negotiation.
+
+        Never raises: a refusal is a decision, and a bug of ours is logged and the message
+        passes through, because negotiation must never take down the user's server.
+        """
+        era = revisions.era(message.revision)
+        modern = era == "modern"
+        judged = not message.notification and not (
+            modern and (message.method == "initialize" or message.on_behalf)
+        )
+        try:
+            decision = self._decide(message, era, base)
+        except NegotiationRefused as refused:
+            decision = self._refused(message, modern, refused.refusal)
+        except Exception:
+            logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")
+            decision = Decision("pass")
+        decision.judged = judged
+        return decision
+
+    def _decide(self, message: Inbound, era: str, base: Negotiation | None) -> Decision:
+        method = message.method
+        if message.notification:
+            # Never refused; a legacy notification still sees its session's record.
+            record, hold = self._held(message, check=False)
+            return Decision("serve", record, hold=hold) if record is not None else PASS
+        if method == "initialize":
+            # Modern: a removed method, needing no envelope: the SDK's own -32601, as an
+            # unwrapped server answers it, not a verdict on what it never had to carry.
+            return PASS if era == "modern" else self._handshake(message)
+        if era == "modern" and message.on_behalf:
+            # Negotiated, so that a server listing its tools per client lists this client's,
+            # but neither traced nor refused: the client's own request is, next.
+            return Decision("serve", self._request(message, era))
+        record, hold = self._held(message, check=method not in EXEMPT) if era == "legacy" else (None, None)
+        if record is None:
+            record = base or self._request(message, era)
+        repeat = record if record.era == "modern" and base is None and method != "server/discover" else None
+        if self.ucp is not None and method == "tools/call":
+            return Decision("serve", record, hold=hold, ucp=True, repeat=repeat)
+        return Decision("serve", record, trace=_traced_per_request(record), hold=hold, repeat=repeat)
+
+    def _refused(self, message: Inbound, modern: bool, refusal: Refusal) -> Decision:
+        if modern and message.on_behalf:
+            # An empty result, from which the SDK checks nothing and logs no error.
+            return EMPTY
+        hold = None
+        if message.method == "initialize" and not isinstance(message.held, Negotiation):
+            # A client that goes on regardless (`notifications/initialized`, then its
+            # requests) is refused the same way on each, rather than served as one with
+            # no handshake at all. A refused *re*-initialize leaves the accepted one in force.
+            hold = refusal
+        return Decision("refuse", refusal=refusal, trace=True, hold=hold)
+
+    def _held(self, message: Inbound, *, check: bool) -> tuple[Negotiation | None, Negotiation | None]:
+        """The connection's record (refreshed, when the date or policy changed since), and it
+        again when it changed and the connection should hold the new one. With `check`, a
+        refused handshake, or a session the policy applied since no longer serves, is refused."""
+        held = message.held
+        if type(held) is not Negotiation:
+            if check and type(held) is Refusal:
+                raise NegotiationRefused(held)
+            return None, None
+        negotiator = self.negotiator
+        record = held
+        if not negotiator.withdrawals.stands_for(record):
+            # The day or the policy changed since the record was made (or last refreshed).
+            record = negotiator.refreshed(record, check)
+        if record.session_id is None and message.session_id:
+            # Stateful HTTP on mcp 1.x: the SDK routed the request by this id, so it is the
+            # server's; `initialize` carried none (the id comes with its answer).
+            record = replace(record, session_id=message.session_id)
+        return record, (record if record is not held else None)
+
+    def _request(self, message: Inbound, era: str) -> Negotiation:
+        meta = message.params.get("_meta") if is_object(message.params) else None
+        # Not a handshake revision: the request must carry its own envelope. The SDK's
+        # in-process dispatcher adopts whatever revision an envelope names, "zzz" or a
+        # handshake one, so there an envelope is negotiated as one (a handshake revision
+        # in it is -32022, as the SDK itself answers on every other path).
+        if era != "legacy" or (message.direct and is_object(meta) and PROTOCOL_VERSION_KEY in meta):
+            return self.negotiator.request(
+                meta,
+                transport=message.transport,
+                headers=message.headers,
+                check_required=message.method not in EXEMPT,
+            )
+        # A legacy request with no handshake on this connection: stateless HTTP, where
+        # every POST gets a fresh connection. What the client declared is unknown.
+        return self.negotiator.without_session(
+            message.revision,
+            transport=message.transport,
+            headers=message.headers,
+            any_revision=message.method == "ping",
+        )
+
+    def _handshake(self, message: Inbound) -> Decision:
+        """A legacy `initialize`: the record, whose revision the SDK must answer."""
+        record = self.negotiator.initialize(
+            message.params,
+            transport=message.transport,
+            headers=message.headers,
+            session_id=message.session_id,
+        )
+        return Decision("serve", record, handshake=True)
+
+    async def with_ucp(self, decision: Decision, message: Inbound) -> Decision:
+        """`decision` completed with the agreement for the platform a `tools/call` names."""
+        if self.ucp is None or decision.record is None:
+            return decision
+        try:
+            record = await self.ucp.for_call(
+                decision.record, message.params, message.headers, session_default=message.ucp_default
+            )
+        except UcpError as failure:
+            return Decision(
+                "refuse",
+                refusal=failure.to_refusal(),
+                trace=True,
+                judged=decision.judged,
+                repeat=decision.repeat,
+                repeat_is_whole=False,
+            )
+        return Decision(
+            "serve",
+            record,
+            trace=_traced_per_request(record),
+            hold=decision.hold,
+            judged=decision.judged,
+            repeat=decision.repeat,
+            repeat_is_whole=False,
+        )
+
+    def remember(self, key: bytes, decision: Decision, traced: Any) -> None:
+        """Memoise a modern request's outcome under its shape, once it was traced (or, for a
+        UCP call, its negotiation alone)."""
+        if decision.repeat is None:
+            return
+        if not decision.repeat_is_whole:
+            traced = None
+        elif traced is None:
+            return
+        self.memo.remember(key, (decision.repeat, self.negotiator), traced)
+
+    # --- after the SDK answered -------------------------------------------------------
+
+    def handshaken(self, record: Negotiation, params: Any, answered: object) -> Held:
+        """What the connection keeps after the SDK answered an accepted `initialize`."""
+        if answered != record.protocol_version:
+            logger.warning(
+                "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
+                answered,
+                record.protocol_version,
+            )
+        if record.degraded:
+            logger.info(
+                "mcp_negotiation: a client at %s loses %s%s",
+                record.protocol_version,
+                ", ".join(sorted(record.degraded)),
+                # Logs are exported too: the client's name only where the policy opted in.
+                f" ({record.client_name!r})" if self.policy.record_client_identity else "",
+            )
+        return Held(record, session_profile_url(params) if self.ucp is not None else None)
+
+    def advertise(self, method: str, result: object) -> None:
+        """Tell clients the business's UCP capabilities in a handshake's or discovery's answer
+        (`experimental` to legacy clients, whose wire schema strips `extensions`)."""
+        if self.ucp is None or not isinstance(result, dict):
+            return
+        where = _ADVERTISED_IN.get(method)
+        capabilities = result.get("capabilities")
+        if where is not None and isinstance(capabilities, dict):
+            capabilities.setdefault(where, {})[UCP_EXTENSION_ID] = advertisement(self.ucp.policy.business)
+
+
+def _traced_per_request(record: Negotiation) -> bool:
+    """What each request carries (modern), a UCP agreement per call, and legacy requests
+    without a session, each a connection of its own (stateless), are traced per request;
+    a session's record once, at its handshake."""
+    return record.era == "modern" or record.ucp is not None or not record.capabilities_known

@@ -1,0 +1,169 @@
+"""The per-message engine with plain values: no SDK, no transport, every decision it makes.
+
+Both SDK adapters apply these decisions; the end-to-end suites prove they do. Here each
+rule is pinned where it is made, so a change to one shows up as a failing decision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcp_negotiation import Policy
+from mcp_negotiation.engine import MAX_SHAPE, Engine, Inbound
+from mcp_negotiation.errors import Refusal
+from mcp_negotiation.negotiation import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
+
+MODERN = "2026-07-28"
+
+
+def envelope(caps: Any = None, version: str = MODERN) -> dict[str, Any]:
+    return {
+        PROTOCOL_VERSION_KEY: version,
+        CLIENT_CAPABILITIES_KEY: {} if caps is None else caps,
+        CLIENT_INFO_KEY: {"name": "c", "version": "1"},
+    }
+
+
+def message(method: str, params: Any = None, revision: str = MODERN, **facts: Any) -> Inbound:
+    return Inbound(
+        method=method, params=params or {}, revision=revision, transport="memory", headers={}, **facts
+    )
+
+
+def handshake(engine: Engine, caps: Any = None, version: str = "2025-06-18", held: Any = None) -> Any:
+    params = {
+        "protocolVersion": version,
+        "capabilities": caps or {},
+        "clientInfo": {"name": "c", "version": "1"},
+    }
+    return engine.decide(message("initialize", params, revision="2025-11-25", held=held))
+
+
+def test_a_modern_request_is_served_from_its_own_envelope_and_traced() -> None:
+    engine = Engine(Policy())
+    decision = engine.decide(message("tools/list", {"_meta": envelope({"sampling": {}})}))
+    assert decision.action == "serve"
+    assert decision.record is not None
+    assert decision.record.supports("sampling")
+    assert decision.trace
+    assert decision.judged
+    assert decision.repeat is decision.record  # a repeat of it may publish the same record
+
+
+def test_a_modern_request_without_its_envelope_is_refused_and_traced() -> None:
+    decision = Engine(Policy()).decide(message("tools/list", {}))
+    assert decision.action == "refuse"
+    assert decision.refusal is not None
+    assert decision.refusal.code == -32602
+    assert decision.trace
+    assert decision.hold is None
+
+
+def test_a_modern_initialize_passes_to_the_sdk_unjudged() -> None:
+    decision = Engine(Policy()).decide(message("initialize", {}))
+    assert decision.action == "pass"
+    assert not decision.judged
+
+
+def test_a_legacy_handshake_is_served_and_kept_after_the_sdk_answers() -> None:
+    engine = Engine(Policy(min_revision="2025-06-18"))
+    decision = handshake(engine, {"sampling": {}}, version="2024-11-05")
+    assert decision.action == "serve"
+    assert decision.handshake
+    assert not decision.trace
+    record = decision.record
+    assert record is not None
+    assert record.protocol_version == "2025-11-25"  # the counter-offer the SDK must answer
+    held = engine.handshaken(record, {}, record.protocol_version)
+    assert held.record is record
+
+
+def test_a_refused_handshake_is_held_so_later_requests_are_refused_too() -> None:
+    engine = Engine(Policy(required_capabilities=("sampling",)))
+    refused = handshake(engine)
+    assert refused.action == "refuse"
+    assert isinstance(refused.hold, Refusal)
+    later = engine.decide(message("tools/list", revision="2025-11-25", held=refused.hold))
+    assert later.action == "refuse"
+    assert later.refusal == refused.hold
+    ping = engine.decide(message("ping", revision="2025-11-25", held=refused.hold))
+    assert ping.action != "refuse"  # a ping still answers
+
+
+def test_a_refused_reinitialize_leaves_the_accepted_handshake_in_force() -> None:
+    engine = Engine(Policy(required_capabilities=("sampling",)))
+    accepted = handshake(engine, {"sampling": {}})
+    assert accepted.record is not None
+    again = handshake(engine, {}, held=accepted.record)
+    assert again.action == "refuse"
+    assert again.hold is None  # the connection keeps its accepted record
+    later = engine.decide(message("tools/list", revision="2025-06-18", held=accepted.record))
+    assert later.action == "serve"
+    assert later.record is accepted.record
+
+
+def test_a_legacy_request_without_a_session_is_served_with_capabilities_unknown() -> None:
+    decision = Engine(Policy()).decide(message("tools/list", revision="2025-06-18"))
+    assert decision.action == "serve"
+    assert decision.record is not None
+    assert not decision.record.capabilities_known
+    assert decision.trace  # each such request is a connection of its own
+
+
+def test_a_notification_sees_its_session_record_and_is_never_refused() -> None:
+    engine = Engine(Policy())
+    record = handshake(engine).record
+    decision = engine.decide(
+        message("notifications/initialized", revision="2025-06-18", held=record, notification=True)
+    )
+    assert decision.action == "serve"
+    assert decision.record is record
+    assert not decision.trace
+    assert not decision.judged
+    refusal = Refusal(-32021, "no")
+    held_refusal = engine.decide(
+        message("notifications/initialized", revision="2025-06-18", held=refusal, notification=True)
+    )
+    assert held_refusal.action == "pass"
+
+
+def test_the_sdks_own_listing_for_a_refused_call_is_answered_empty_untraced() -> None:
+    decision = Engine(Policy()).decide(message("tools/list", {}, on_behalf=True))
+    assert decision.action == "empty"
+    assert not decision.trace
+    assert not decision.judged
+
+
+def test_the_repeat_key_is_exact_and_only_for_modern_envelopes() -> None:
+    key = Engine(Policy()).memo.key
+    same = key("tools/list", {"_meta": envelope({"x": True})}, MODERN, False)
+    assert same == key("tools/list", {"_meta": envelope({"x": True})}, MODERN, False)
+    assert same != key("tools/list", {"_meta": envelope({"x": 1})}, MODERN, False)  # true is not 1
+    assert same != key("tools/list", {"_meta": envelope({"x": True})}, MODERN, True)  # stdio counts
+    assert key("tools/list", {}, MODERN, False) is None
+    assert key("tools/list", {"_meta": {"traceparent": "x"}}, "2025-06-18", False) is None
+
+
+def test_only_traced_outcomes_and_small_shapes_are_remembered() -> None:
+    engine = Engine(Policy())
+    decision = engine.decide(message("tools/list", {"_meta": envelope()}))
+    key = engine.memo.key("tools/list", {"_meta": envelope()}, MODERN, False)
+    assert key is not None
+    engine.remember(key, decision, None)  # nothing traced it: a repeat must trace it in full
+    assert engine.memo.get(key) is None
+    engine.remember(key, decision, "handle")
+    repeat = engine.memo.get(key)
+    assert repeat is not None
+    assert repeat.published[0] is decision.record
+    assert repeat.traced == "handle"
+    engine.remember(b"x" * (MAX_SHAPE + 1), decision, "handle")
+    assert len(engine.memo) == 1
+
+
+@pytest.mark.parametrize("method", ["server/discover", "ping"])
+def test_discovery_and_ping_need_no_required_capability(method: str) -> None:
+    engine = Engine(Policy(required_capabilities=("sampling",)))
+    assert engine.decide(message(method, {"_meta": envelope()})).action == "serve"
+    assert engine.decide(message("tools/list", {"_meta": envelope()})).action == "refuse"
