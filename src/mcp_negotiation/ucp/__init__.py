@@ -2,20 +2,16 @@
 
 The pure core (`header`, `profile`, `negotiate`, `errors`) does no I/O and imports
 nothing from `mcp`, `wrapt` or OpenTelemetry; `resolver` is the one module that touches
-the network, through the HTTP client `mcp` already installs.
+the network, through the HTTP client `mcp` already installs. The names of `binding` (UCP
+over MCP, whose default resolver is that one) and of `resolver` are resolved on first use
+(PEP 562), so that `from mcp_negotiation.ucp import negotiate_capabilities` loads no HTTP
+client.
 """
 
 from __future__ import annotations
 
-from .binding import (
-    UCP_EXTENSION_ID,
-    UCP_SESSION_KEY,
-    UcpNegotiator,
-    UcpPolicy,
-    advertisement,
-    platform_profile_url,
-    session_profile_url,
-)
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     CAPABILITIES_INCOMPATIBLE,
     INVALID_PROFILE_URL,
@@ -36,7 +32,18 @@ from .negotiate import (
     negotiate_capabilities,
 )
 from .profile import CapabilityEntry, JsonValue, Profile, ProfileSource, is_version
-from .resolver import HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
+
+if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
+    from .binding import (
+        UCP_EXTENSION_ID,
+        UCP_SESSION_KEY,
+        UcpNegotiator,
+        UcpPolicy,
+        advertisement,
+        platform_profile_url,
+        session_profile_url,
+    )
+    from .resolver import HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
 
 __all__ = [
     "CAPABILITIES_INCOMPATIBLE",
@@ -74,3 +81,20 @@ __all__ = [
     "session_profile_url",
     "validate_profile_url",
 ]
+
+def __getattr__(name: str) -> Any:
+    """Import `binding` and `resolver` (which it imports) when one of their names is first asked.
+
+    Only names not imported above reach here: those of `__all__` are theirs.
+    """
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import binding, resolver
+
+    value = getattr(resolver if name in resolver.__all__ else binding, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
