@@ -23,7 +23,7 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 
-from mcp_negotiation import Negotiation, Policy, current_negotiation, negotiate, negotiation_of
+from mcp_negotiation import Negotiation, Policy, negotiate, negotiation_of
 from mcp_negotiation.bridge import Agreement, Leg, advertised_capabilities, agree
 from mcp_negotiation.revisions import FEATURES
 
@@ -58,9 +58,8 @@ def agreement_for(record: Negotiation) -> Agreement:
 async def advertise_the_agreement(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """SDK middleware: answer the handshake and discovery with what both legs agreed."""
     result = await call_next(ctx)
-    record = current_negotiation()
-    if ctx.method in ("initialize", "server/discover") and record is not None and isinstance(result, dict):
-        result["capabilities"] = advertised_capabilities(agreement_for(record))
+    if ctx.method in ("initialize", "server/discover") and isinstance(result, dict):
+        result["capabilities"] = advertised_capabilities(agreement_for(negotiation_of(ctx)))
     return result
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
-from mcp_negotiation.ucp import HttpsProfileResolver, ProfileResolver, UcpPolicy
+from mcp_negotiation import Policy, UcpPolicy, negotiate, negotiation_of, requires_ucp
+from mcp_negotiation.ucp import HttpsProfileResolver, ProfileResolver
 
 BUSINESS_PROFILE = Path(__file__).with_name("ucp") / "business_profile.json"
 OLDER_PROFILES = {"2026-01-23": Path(__file__).with_name("ucp") / "business_profile_2026-01-23.json"}

@@ -10,8 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_negotiation import Negotiator, Policy
+from mcp_negotiation import Policy
 from mcp_negotiation.bounded import BoundedCache, IdentityCache
+from mcp_negotiation.negotiation import Negotiator
 from mcp_negotiation.ucp import StaticResolver, UcpError, UcpPolicy
 from mcp_negotiation.ucp.binding import UcpNegotiator
 

@@ -12,13 +12,13 @@ from mcp.shared.exceptions import MCPError
 
 from harness import legacy_session, open_streams, serve_http, structured
 from mcp_negotiation import (
-    NegotiationMiddleware,
     Policy,
     client_supports,
     negotiate,
     negotiation_of,
     requires,
 )
+from mcp_negotiation.sdk.middleware import NegotiationMiddleware
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,6 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from harness import structured
 from mcp_negotiation import (
-    NegotiationMiddleware,
     NegotiationUnavailable,
     Policy,
     client_supports,
@@ -22,10 +21,10 @@ from mcp_negotiation import (
     negotiate,
     negotiated,
     negotiation_of,
-    require,
     requires,
     uninstrument,
 )
+from mcp_negotiation.sdk.middleware import NegotiationMiddleware
 
 pytestmark = pytest.mark.anyio
 
@@ -164,12 +163,12 @@ def test_policy_mistakes_raise_at_construction() -> None:
 
 
 @pytest.mark.parametrize("name", ["bogus", "tools", "structured_output", ""])
-def test_requires_and_require_refuse_a_name_no_client_can_have(name: str) -> None:
+def test_requires_refuses_a_name_no_client_can_have(name: str) -> None:
     # A misspelt name would refuse every call for good; a server-side row is not a client's.
     with pytest.raises(ValueError, match=f"unknown client capability in requires\\(\\): {name!r}"):
         requires("sampling", name)
-    with pytest.raises(ValueError, match=f"unknown client capability in require\\(\\): {name!r}"):
-        require(name)
+    with pytest.raises(ValueError, match=f"unknown client capability in requires\\(\\): {name!r}"):
+        requires(name)
     assert callable(requires("sampling", "elicitation.url", "io.x/y", "experimental.z"))
 
 

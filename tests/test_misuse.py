@@ -20,7 +20,6 @@ from mcp_negotiation import (
     instrument,
     negotiate,
     negotiated,
-    require,
     requires,
     requires_ucp,
     revisions,
@@ -76,9 +75,9 @@ def test_negotiated_keeps_the_builders_signature_and_policy() -> None:
     assert install._installed(install.seams.middleware_list(server) or []) is not None
 
 
-def test_require_with_no_names_is_a_mistake_not_a_pass() -> None:
-    with pytest.raises(ValueError, match=r"require\(\) needs one or more capability names"):
-        require()
+def test_requires_with_no_names_is_a_mistake_not_a_pass() -> None:
+    with pytest.raises(ValueError, match=r"requires\(\) needs one or more capability names"):
+        requires()
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])

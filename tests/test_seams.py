@@ -21,8 +21,9 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from harness import ROOT, legacy_session, open_streams, serve_http, structured
-from mcp_negotiation import NegotiationMiddleware, current_negotiation, negotiate, revisions
+from mcp_negotiation import NoNegotiation, negotiate, negotiation_of, revisions
 from mcp_negotiation.sdk import install, seams
+from mcp_negotiation.sdk.middleware import NegotiationMiddleware
 from servers import seams_server
 
 pytestmark = pytest.mark.anyio
@@ -118,7 +119,12 @@ async def test_a_gatekeeper_inserted_before_negotiation_still_runs_first() -> No
     seen: list[bool] = []
 
     async def gatekeeper(ctx: Any, call_next: Any) -> Any:
-        seen.append(current_negotiation() is not None)
+        try:
+            negotiation_of()
+        except NoNegotiation:
+            seen.append(False)
+        else:
+            seen.append(True)
         return await call_next(ctx)
 
     chain.insert(seams.span_opener_position(chain), gatekeeper)

@@ -37,8 +37,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from harness import ROOT, RawRequest, initialize_params, legacy_session, open_streams, serve_http, structured
-from mcp_negotiation import Negotiator, Policy, negotiate, otel_seam, telemetry
+from mcp_negotiation import Policy, negotiate, otel_seam, telemetry
 from mcp_negotiation.demo import build
+from mcp_negotiation.negotiation import Negotiator
 from mcp_negotiation.telemetry import MAX_LIST, SPAN_NAME, span_attributes
 
 pytestmark = pytest.mark.anyio
@@ -1162,7 +1163,7 @@ async def test_an_app_mounted_in_the_users_starlette_app_is_traced_once(spans: I
     from starlette.routing import Mount
 
     from harness import serve_http
-    from mcp_negotiation import negotiation_asgi
+    from mcp_negotiation import record_refusals_asgi
     from mcp_negotiation.demo import build
 
     server = build()
@@ -1173,7 +1174,7 @@ async def test_an_app_mounted_in_the_users_starlette_app_is_traced_once(spans: I
         async with server.session_manager.run():
             yield
 
-    outer = Starlette(routes=[Mount("/mcp", app=negotiation_asgi(inner))], lifespan=lifespan)
+    outer = Starlette(routes=[Mount("/mcp", app=record_refusals_asgi(inner))], lifespan=lifespan)
     with serve_http(outer) as url:
         response = await _post_raw(url + "/", "zzz")
     assert response.json()["error"]["code"] == -32022

@@ -137,8 +137,9 @@ def test_instrumentor_in_process() -> None:
     from mcp.server.mcpserver import MCPServer
     from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 
-    from mcp_negotiation import NegotiationMiddleware, Policy
+    from mcp_negotiation import Policy
     from mcp_negotiation.instrumentor import McpNegotiationInstrumentor
+    from mcp_negotiation.sdk.middleware import NegotiationMiddleware
 
     def ours(server: MCPServer) -> list[NegotiationMiddleware]:
         return [m for m in server.middleware if isinstance(m, NegotiationMiddleware)]

@@ -400,7 +400,7 @@ async def test_inside_requires_ucp_every_reader_sees_the_agreement_narrowed_to_t
 ) -> None:
     """A platform sharing cart as well: the checkout tool sees checkout and its extensions only,
     asked with its `ctx` or without, and the request's full agreement stays outside the tool."""
-    from mcp_negotiation import current_negotiation, negotiation_of
+    from mcp_negotiation import negotiation_of
 
     known = "https://platform.example/profile.json"
     platform = json.loads(
@@ -416,8 +416,7 @@ async def test_inside_requires_ucp_every_reader_sees_the_agreement_narrowed_to_t
     @server.tool()
     @requires_ucp(CHECKOUT)
     async def create_checkout(items: list[str], ctx: Context) -> dict[str, Any]:
-        record = current_negotiation()
-        assert record is not None
+        record = negotiation_of()
         assert record.ucp is not None
         return {
             "with_ctx": sorted(negotiation_of(ctx).ucp.capabilities),

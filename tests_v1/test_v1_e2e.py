@@ -23,7 +23,7 @@ from mcp_negotiation import (
     Policy,
     instrument,
     negotiate,
-    require,
+    requires,
     revisions,
     uninstrument,
 )
@@ -259,18 +259,20 @@ async def test_stateful_http_records_the_session_id() -> None:
 async def test_a_refusal_the_tool_catches_is_the_tools_answer() -> None:
     server = negotiate(FastMCP("soft"), Policy())
 
-    @server.tool()
-    async def soft(ctx: Context) -> str:  # type: ignore[type-arg]
-        try:
-            require("sampling")
-        except McpError:
-            return "fallback"
+    @requires("sampling")
+    async def sample() -> str:
         return "sampled"
 
     @server.tool()
+    async def soft(ctx: Context) -> str:  # type: ignore[type-arg]
+        try:
+            return await sample()
+        except McpError:
+            return "fallback"
+
+    @server.tool()
     async def hard(ctx: Context) -> str:  # type: ignore[type-arg]
-        require("sampling")
-        return "sampled"
+        return await sample()
 
     async with session("memory", server, NEWEST) as (client, _):
         answer = await client.call_tool("soft", {})

@@ -21,14 +21,17 @@ _SERVE_ONE_CALL = """
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session as connect
-from mcp_negotiation import current_negotiation
+from mcp_negotiation import NoNegotiation, negotiation_of
 
 server = FastMCP("shop")
 
 @server.tool()
 async def who(ctx: Context) -> str:
-    record = current_negotiation()
-    return "not negotiated" if record is None else f"{record.protocol_version} {record.outcome}"
+    try:
+        record = negotiation_of()
+    except NoNegotiation:
+        return "not negotiated"
+    return f"{record.protocol_version} {record.outcome}"
 
 async def main() -> None:
     async with connect(server) as client:

@@ -4,49 +4,77 @@
 server; tool handlers ask `client_supports(ctx, "elicitation")` or read
 `negotiation_of(ctx)`. The pure core (`revisions`, `negotiation`, `protocols`,
 `bridge`, `ucp`) imports nothing from the SDK.
+
+The names that need the SDK (and `UcpPolicy`, which needs the profile resolver) are
+resolved on first use (PEP 562), so that importing the core, `mcp_negotiation.revisions`
+say, runs this module without loading `mcp`, wrapt or OpenTelemetry.
 """
 
-from .errors import NegotiationRefused, Refusal
-from .negotiation import Negotiation, Negotiator, Policy, supports
-from .sdk import (
-    NegotiationMiddleware,
-    NegotiationUnavailable,
-    NoNegotiation,
-    client_supports,
-    current_negotiation,
-    instrument,
-    negotiate,
-    negotiated,
-    negotiation_asgi,
-    negotiation_of,
-    require,
-    requires,
-    requires_ucp,
-    uninstrument,
-)
+from __future__ import annotations
+
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from .errors import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation, Refusal
+from .negotiation import Negotiation, Policy
+
+if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
+    from .sdk import (
+        client_supports,
+        instrument,
+        negotiate,
+        negotiated,
+        negotiation_of,
+        record_refusals_asgi,
+        requires,
+        requires_ucp,
+        uninstrument,
+    )
+    from .ucp import UcpPolicy
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Negotiation",
-    "NegotiationMiddleware",
+    "NegotiationError",
     "NegotiationRefused",
     "NegotiationUnavailable",
-    "Negotiator",
     "NoNegotiation",
     "Policy",
     "Refusal",
+    "UcpPolicy",
     "__version__",
     "client_supports",
-    "current_negotiation",
     "instrument",
     "negotiate",
     "negotiated",
-    "negotiation_asgi",
     "negotiation_of",
-    "require",
+    "record_refusals_asgi",
     "requires",
     "requires_ucp",
-    "supports",
     "uninstrument",
 ]
+
+def __getattr__(name: str) -> Any:
+    """Import the adapter a public name lives in (UCP for `UcpPolicy`), once, when first asked.
+
+    Only names not imported above reach here: those of `__all__` are the SDK adapter's.
+    """
+    home: ModuleType
+    if name == "UcpPolicy":
+        from . import ucp
+
+        home = ucp
+    elif name in __all__:
+        from . import sdk
+
+        home = sdk
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(home, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -20,8 +20,10 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "NegotiationError",
     "NegotiationRefused",
     "NegotiationUnavailable",
+    "NoNegotiation",
     "Refusal",
 ]
 
@@ -49,7 +51,15 @@ class Refusal:
         return error
 
 
-class NegotiationRefused(Exception):
+class NegotiationError(Exception):
+    """The base of every exception this library raises, so one `except` catches them all.
+
+    Each subclass keeps the built-in base it had (`RuntimeError`, `LookupError`,
+    `ValueError`), so code catching those still catches what it caught before.
+    """
+
+
+class NegotiationRefused(NegotiationError):
     """Raised by the pure core when a request must be refused; carries the `Refusal`."""
 
     def __init__(self, refusal: Refusal) -> None:
@@ -57,5 +67,9 @@ class NegotiationRefused(Exception):
         self.refusal = refusal
 
 
-class NegotiationUnavailable(RuntimeError):
+class NegotiationUnavailable(NegotiationError, RuntimeError):
     """Raised in strict mode when the SDK offers no way to negotiate through (a missing hook)."""
+
+
+class NoNegotiation(NegotiationError, LookupError):
+    """Raised by `negotiation_of` outside a request of a server wrapped by `negotiate()`."""

@@ -29,7 +29,9 @@ from .errors import (
 from .frozen_json import MARSHAL_VERSION, Budget, NotFreezable, freeze, is_object, thaw
 from .revisions import FEATURES, Era
 
-if TYPE_CHECKING:  # the UCP package imports this module: only type checkers may go the other way
+if TYPE_CHECKING:
+    # At run time UCP is imported by a `Policy` that has a `ucp`, and only then: its binding
+    # loads the profile resolver's HTTP client, which the core must not load.
     from .ucp.binding import UcpPolicy
     from .ucp.negotiate import UcpAgreement
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Final, Literal
 
+from .errors import NegotiationError
+
 __all__ = [
     "DEFAULT_REMOVAL_DATE",
     "DEPRECATED_FEATURES",
@@ -330,7 +332,7 @@ DEPRECATED_FEATURES: Final[frozenset[str]] = frozenset({"roots", "sampling", "lo
 """Top-level features that disappear, with all their sub-features, once the window closes."""
 
 
-class DeprecationClockError(ValueError, TypeError):
+class DeprecationClockError(NegotiationError, ValueError, TypeError):
     """A `today`, removal date or `months_since_deprecation` of the wrong type.
 
     Both a `ValueError` and a `TypeError`, so that one check serves two promises:

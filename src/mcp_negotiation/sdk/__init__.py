@@ -10,40 +10,24 @@ import functools
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from ..errors import NegotiationUnavailable
 from ..negotiation import Policy, policy_given
-from .asgi import negotiation_asgi
+from .asgi import record_refusals_asgi
 from .compat import MCP_MAJOR
-from .context import (
-    NoNegotiation,
-    client_supports,
-    current_negotiation,
-    negotiation_of,
-    require,
-    requires,
-    requires_ucp,
-)
+from .context import client_supports, negotiation_of, requires, requires_ucp
 
 if MCP_MAJOR >= 2:
     from .install import instrument, negotiate, uninstrument
-    from .middleware import NegotiationMiddleware
 else:
-    from .v1 import V1Negotiation as NegotiationMiddleware  # type: ignore[assignment]
     from .v1 import instrument, negotiate, uninstrument
 
 __all__ = [
     "MCP_MAJOR",
-    "NegotiationMiddleware",
-    "NegotiationUnavailable",
-    "NoNegotiation",
     "client_supports",
-    "current_negotiation",
     "instrument",
     "negotiate",
     "negotiated",
-    "negotiation_asgi",
     "negotiation_of",
-    "require",
+    "record_refusals_asgi",
     "requires",
     "requires_ucp",
     "uninstrument",

@@ -5,7 +5,7 @@ modern request whose `MCP-Protocol-Version` it does not serve (-32022), or heade
 contradict the body (-32020). Those never reach the
 SDK middleware, so without this layer an operator would not see them in traces.
 
-`negotiation_asgi(app)` wraps any ASGI app serving MCP (also one mounted inside a
+`record_refusals_asgi(app)` wraps any ASGI app serving MCP (also one mounted inside a
 user's Starlette or FastAPI application); `negotiate()` applies it to the app returned
 by the server's `streamable_http_app()`. It reads only small 400 responses' bodies,
 never requests' bodies, and never changes what is sent.
@@ -24,7 +24,7 @@ from .. import revisions, telemetry
 from ..errors import INVALID_PARAMS, Refusal
 from ..negotiation import Policy
 
-__all__ = ["JUDGED_MARK", "RefusalRecorder", "negotiation_asgi"]
+__all__ = ["JUDGED_MARK", "RefusalRecorder", "record_refusals_asgi"]
 
 logger = logging.getLogger("mcp_negotiation")
 
@@ -115,7 +115,7 @@ class RefusalRecorder:
         await self.app(scope, receive, watching_send)
 
 
-def negotiation_asgi(app: ASGIApp, policy: PolicySource | None = None) -> ASGIApp:
+def record_refusals_asgi(app: ASGIApp, policy: PolicySource | None = None) -> ASGIApp:
     """Wrap `app` so refusals made before dispatch are recorded as `capability_negotiated`.
 
     `policy` shapes what is recorded (client identity, say): a `Policy`, or a function

@@ -1,7 +1,7 @@
 """The few SDK names that differ between mcp 1.x and 2.x, behind one interface.
 
 Everything else in `sdk/` is written for one major version; the helpers that tool
-handlers call (`require`, `@requires`, `@requires_ucp`) work on both through this.
+handlers call (`@requires`, `@requires_ucp`) work on both through this.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
-from ..errors import Refusal
+from ..errors import NoNegotiation, Refusal
 from ..negotiation import Negotiation, Negotiator, capability_names, supports
 from ..ucp.binding import with_agreement
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
@@ -26,11 +26,8 @@ from . import seams
 from .compat import raise_refusal, tool_result
 
 __all__ = [
-    "NoNegotiation",
     "client_supports",
-    "current_negotiation",
     "negotiation_of",
-    "require",
     "requires",
     "requires_ucp",
 ]
@@ -43,9 +40,6 @@ _current: ContextVar[tuple[Negotiation, Negotiator] | None] = ContextVar(
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-
-class NoNegotiation(LookupError):
-    """Raised by `negotiation_of` outside a request of a server wrapped by `negotiate()`."""
 
 
 _narrowed: ContextVar[tuple[object, tuple[Negotiation, Negotiator]] | None] = ContextVar(
@@ -74,14 +68,12 @@ def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
     return cast("tuple[Negotiation, Negotiator]", bound)
 
 
-def current_negotiation() -> Negotiation | None:
-    """The negotiation of the request being handled, or None outside one."""
-    entry = _current.get()
-    return entry[0] if entry is not None else None
-
-
 def negotiation_of(ctx: object = None) -> Negotiation:
-    """The negotiation of the request `ctx` belongs to (without `ctx`: the current one)."""
+    """The negotiation of the request `ctx` belongs to (without `ctx`: the current one).
+
+    The one way to read the record. Outside a negotiated request it raises
+    `NoNegotiation` (a `LookupError`): code that may also run outside one catches it.
+    """
     entry = _entry_of(ctx) if ctx is not None else _current.get()
     record = entry[0] if entry is not None else None
     if record is None:
@@ -100,16 +92,6 @@ def client_supports(ctx: object, feature: str) -> bool:
     """
     entry = _entry_of(ctx)
     return entry is not None and supports(entry[0], feature)
-
-
-def require(*features: str) -> None:
-    """Refuse the current request with -32021 unless the client supports every feature.
-
-    An unknown name raises `ValueError`: no client could ever have it.
-    """
-    if not features:
-        raise ValueError("require() needs one or more capability names")
-    _require(capability_names(features, "require()"))
 
 
 def _require(features: tuple[str, ...]) -> None:

@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 from ..errors import NegotiationUnavailable
 from ..negotiation import Policy, policy_given
 from . import seams
-from .asgi import RefusalRecorder, negotiation_asgi
+from .asgi import RefusalRecorder, record_refusals_asgi
 from .middleware import NegotiationMiddleware
 from .origin import stdio_wrapper
 
@@ -69,7 +69,7 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
             "mcp_negotiation: negotiate() came after streamable_http_app() built this server's app:"
             " its requests are negotiated, but the refusals the SDK makes there before dispatch"
             " (-32022 for a revision it does not know, -32020) are not traced; call negotiate()"
-            " first, or wrap that app with negotiation_asgi()"
+            " first, or wrap that app with record_refusals_asgi()"
         )
     seams.place(chain, existing)
     _wrap_http_app(server)
@@ -89,7 +89,7 @@ def _wrap_http_app(server: Any) -> None:
 
     The SDK's app is a Starlette app, and users go on calling `add_middleware` or reading
     `routes` on it: the recorder is added as its middleware, so it stays one. Anything else
-    is wrapped in `negotiation_asgi`. Either records under the server's policy of the
+    is wrapped in `record_refusals_asgi`. Either records under the server's policy of the
     moment: `negotiate()` applied again changes it, `uninstrument()` ends it.
     """
     owner = seams.http_app_owner(server)
@@ -105,7 +105,7 @@ def _wrap_http_app(server: Any) -> None:
     def build_app(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         app = wrapped(*args, **kwargs)
         if not isinstance(app, Starlette):
-            app = negotiation_asgi(app, policy_now)
+            app = record_refusals_asgi(app, policy_now)
         else:
             try:
                 app.add_middleware(RefusalRecorder, policy=policy_now)

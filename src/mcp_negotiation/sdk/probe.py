@@ -34,10 +34,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .. import revisions
+from ..errors import NegotiationError
 from ..ucp import UCP_EXTENSION_ID, Profile, UcpError, negotiate_capabilities
 
 
-class ProbeError(Exception):
+class ProbeError(NegotiationError):
     """A failure a person can act on: the server could not be started or reached."""
 
 

@@ -2,20 +2,17 @@
 
 The pure core (`header`, `profile`, `negotiate`, `errors`) does no I/O and imports
 nothing from `mcp`, `wrapt` or OpenTelemetry; `resolver` is the one module that touches
-the network, through the HTTP client `mcp` already installs.
+the network, through the HTTP client `mcp` already installs. The names of `binding` (UCP
+over MCP, whose default resolver is that one) and of `resolver` are resolved on first use
+(PEP 562), so that `from mcp_negotiation.ucp import negotiate_capabilities` loads no HTTP
+client.
 """
 
 from __future__ import annotations
 
-from .binding import (
-    UCP_EXTENSION_ID,
-    UCP_SESSION_KEY,
-    UcpNegotiator,
-    UcpPolicy,
-    advertisement,
-    platform_profile_url,
-    session_profile_url,
-)
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
 from .errors import (
     CAPABILITIES_INCOMPATIBLE,
     INVALID_PROFILE_URL,
@@ -36,7 +33,18 @@ from .negotiate import (
     negotiate_capabilities,
 )
 from .profile import CapabilityEntry, JsonValue, Profile, ProfileSource, is_version
-from .resolver import HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
+
+if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
+    from .binding import (
+        UCP_EXTENSION_ID,
+        UCP_SESSION_KEY,
+        UcpNegotiator,
+        UcpPolicy,
+        advertisement,
+        platform_profile_url,
+        session_profile_url,
+    )
+    from .resolver import HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
 
 __all__ = [
     "CAPABILITIES_INCOMPATIBLE",
@@ -74,3 +82,25 @@ __all__ = [
     "session_profile_url",
     "validate_profile_url",
 ]
+
+_IN_RESOLVER: Final = frozenset(
+    {"HttpsProfileResolver", "ProfileResolver", "StaticResolver", "is_special_address"}
+)
+"""The names of the one module that loads an HTTP client; the others are `binding`'s."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import `binding` or `resolver` when one of their names is first asked.
+
+    Only names not imported above reach here: those of `__all__` are theirs.
+    """
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = importlib.import_module(".resolver" if name in _IN_RESOLVER else ".binding", __name__)
+    value = getattr(home, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

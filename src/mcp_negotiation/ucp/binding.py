@@ -11,16 +11,18 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..bounded import BoundedCache, IdentityCache
 from ..frozen_json import is_object
-from ..negotiation import Negotiation
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, VERSION_UNSUPPORTED, UcpError
 from .header import parse_ucp_agent, validate_profile_url
 from .negotiate import UcpAgreement, negotiate_capabilities
 from .profile import Profile, ProfileSource
-from .resolver import HttpsProfileResolver, ProfileResolver
+
+if TYPE_CHECKING:  # `negotiation` imports this module (a `Policy` checks its `ucp`): never the reverse
+    from ..negotiation import Negotiation
+    from .resolver import ProfileResolver
 
 __all__ = [
     "UCP_EXTENSION_ID",
@@ -102,7 +104,13 @@ class UcpPolicy:
                     f"the profile pinned for version {version} declares ucp.version {profile.version}"
                 )
         object.__setattr__(self, "business", business)
-        object.__setattr__(self, "fetcher", self.resolver or HttpsProfileResolver())
+        if self.resolver is None:
+            # Imported here: the default fetcher is the one module that loads an HTTP client.
+            from .resolver import HttpsProfileResolver
+
+            object.__setattr__(self, "fetcher", HttpsProfileResolver())
+        else:
+            object.__setattr__(self, "fetcher", self.resolver)
         object.__setattr__(self, "pinned", MappingProxyType(pinned))
 
 

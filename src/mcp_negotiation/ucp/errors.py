@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal, get_args
 
-from ..errors import Refusal
+from ..errors import NegotiationError, Refusal
 
 __all__ = [
     "CAPABILITIES_INCOMPATIBLE",
@@ -55,7 +55,7 @@ _SUMMARY: Final[dict[str, str]] = {
 }
 
 
-class UcpError(Exception):
+class UcpError(NegotiationError):
     """A UCP negotiation failure, with the code the specification names for it.
 
     `version` is the protocol version the failed response speaks; only the
