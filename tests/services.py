@@ -93,24 +93,18 @@ def silent_listener() -> Iterator[int]:
         yield int(sock.getsockname()[1])
 
 
-def haproxy_config(frontend: int, stats: int, backends: list[int]) -> str:
+def haproxy_config(frontend: int, backends: list[int]) -> str:
     """The configuration the fleet test runs HAProxy with (shown in docs/deployment.md)."""
     servers = "\n".join(
-        f"    server replica{i} 127.0.0.1:{port} check inter 500ms fall 1 rise 1 observe layer4"
+        f"    server replica{i} 127.0.0.1:{port} check inter 500ms fall 1 rise 2"
         for i, port in enumerate(backends, 1)
     )
-    return (
-        HAPROXY_TEMPLATE.read_text()
-        .replace("{frontend}", str(frontend))
-        .replace("{stats}", str(stats))
-        .replace("{servers}", servers)
-    )
+    return HAPROXY_TEMPLATE.read_text().replace("{frontend}", str(frontend)).replace("{servers}", servers)
 
 
 @dataclass
 class HAProxy:
     port: int
-    stats_port: int
     process: subprocess.Popen[bytes]
 
     @property
@@ -126,22 +120,21 @@ def haproxy(backends: list[int], directory: Path) -> Iterator[HAProxy]:
     to `NOTIFY_SOCKET` once its workers listen, which is the signal waited for.
     """
     path = binary("haproxy")
-    frontend, stats = free_port(), free_port()
+    frontend = free_port()
     config = directory / "haproxy.cfg"
-    config.write_text(haproxy_config(frontend, stats, backends))
+    config.write_text(haproxy_config(frontend, backends))
     subprocess.run([path, "-c", "-q", "-f", str(config)], check=True)
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
         notify.bind(str(directory / "notify.sock"))
         notify.settimeout(30)
         env = {**os.environ, "NOTIFY_SOCKET": str(directory / "notify.sock")}
-        process = subprocess.Popen(
-            [path, "-Ws", "-f", str(config)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
+        with (directory / "haproxy.log").open("wb") as log:
+            process = subprocess.Popen(
+                [path, "-Ws", "-f", str(config)], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
         try:
             while b"READY=1" not in notify.recv(4096):
                 pass
-            yield HAProxy(frontend, stats, process)
+            yield HAProxy(frontend, process)
         finally:
             _stop(process)
-            assert process.stdout is not None
-            process.stdout.close()

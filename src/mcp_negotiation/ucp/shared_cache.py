@@ -74,7 +74,8 @@ class RedisProfileCache:
     """Profile fetch outcomes shared through Redis; give it to `HttpsProfileResolver(shared_cache=...)`.
 
     `store` is a `redis://` URL or a `redis.asyncio.Redis` (bound to the event loop that
-    serves requests). `timeout` bounds each round trip to the store, `lock_seconds` how long
+    serves requests). `timeout` bounds each round trip to the store (the event loop's own
+    delays included, so not much below a second on a busy replica), `lock_seconds` how long
     one replica's fetch holds the fleet's lock (and how long the others wait for it: at
     least the resolver's `total_timeout`), `retry_after` how long a failed store is left
     alone. `prefix` namespaces the keys, e.g. per deployment.
@@ -85,7 +86,7 @@ class RedisProfileCache:
         store: str | aioredis.Redis,
         *,
         prefix: str = DEFAULT_PREFIX,
-        timeout: float = 0.25,
+        timeout: float = 1.0,
         lock_seconds: float = 15.0,
         retry_after: float = 10.0,
         poll_interval: float = 0.05,
