@@ -43,7 +43,7 @@ from mcp.shared.exceptions import MCPError
 
 from harness import ROOT, legacy_session, open_streams, structured
 from profile_server import ProfileServer, Route, Tls
-from services import Redis, haproxy, redis_server
+from services import HAPROXY_TEMPLATE, Redis, haproxy, redis_server
 
 pytestmark = pytest.mark.anyio
 
@@ -346,3 +346,8 @@ async def test_a_fleet_behind_haproxy_serves_each_client_its_own_negotiation(
     assert all(hits[path] == 1 for path in [*PLATFORMS, NO_CHECKOUT] if hits[path]), hits
     assert {path for path in PLATFORMS if hits[path]} == {plan.platform for plan in plans if plan.platform}
     assert 1 <= hits[BROKEN] <= math.floor(math.log2(elapsed + 1)) + 1, (hits[BROKEN], elapsed)
+
+
+def test_the_deployment_guide_shows_the_haproxy_configuration_this_test_runs() -> None:
+    guide = (ROOT / "docs/deployment.md").read_text()
+    assert f"```text\n{HAPROXY_TEMPLATE.read_text()}```\n" in guide
