@@ -56,6 +56,8 @@ CALLS = 10
 STOP_AFTER = CLIENTS * CALLS // 3
 """Replica 3 is stopped once this many calls were answered."""
 LEGACY = ("2025-03-26", "2025-06-18", "2025-11-25")
+DECLARED = {"sampling", "elicitation"}
+"""Capabilities a client declares or not (a modern one through the SDK client's callbacks)."""
 
 
 def _profile(**capabilities: list[dict[str, Any]]) -> Route:
@@ -173,11 +175,13 @@ def _check(plan: Plan, seen: dict[str, Any], tally: Tally) -> None:
     got = (
         seen["protocol_version"],
         seen["client_info"]["name"] if plan.era == "modern" else seen["client_capabilities"],
+        set(seen["client_capabilities"]) & DECLARED,
         set(ucp["capabilities"]) if ucp else None,
     )
     wanted = (
         plan.revision,
         plan.name if plan.era == "modern" else plan.capabilities,
+        set(plan.capabilities) & DECLARED,
         AGREED[plan.platform],
     )
     if got != wanted:
