@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -124,10 +125,11 @@ def haproxy(backends: list[int], directory: Path) -> Iterator[HAProxy]:
     config = directory / "haproxy.cfg"
     config.write_text(haproxy_config(frontend, backends))
     subprocess.run([path, "-c", "-q", "-f", str(config)], check=True)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
-        notify.bind(str(directory / "notify.sock"))
+    # A directory of its own: a socket's path must be short (108 bytes), a test's may not be.
+    with tempfile.TemporaryDirectory() as short, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+        notify.bind(f"{short}/notify")
         notify.settimeout(30)
-        env = {**os.environ, "NOTIFY_SOCKET": str(directory / "notify.sock")}
+        env = {**os.environ, "NOTIFY_SOCKET": f"{short}/notify"}
         with (directory / "haproxy.log").open("wb") as log:
             process = subprocess.Popen(
                 [path, "-Ws", "-f", str(config)], env=env, stdout=log, stderr=subprocess.STDOUT
