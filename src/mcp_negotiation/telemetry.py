@@ -38,6 +38,7 @@ from opentelemetry.trace import propagation as trace_propagation
 
 from . import revisions
 from .bounded import IdentityCache
+from .client_log import report
 from .errors import Refusal
 from .negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport
 
@@ -51,7 +52,6 @@ __all__ = [
     "span_attributes",
 ]
 
-logger = logging.getLogger("mcp_negotiation")
 
 SPAN_NAME: Final = "capability_negotiated"
 MAX_LIST: Final = 32
@@ -241,8 +241,8 @@ def _emit(
     try:
         _tally(labels).add()
         _duration.record(duration, dict(zip(LABEL_KEYS, labels, strict=True)))
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
     parent = trace.get_current_span()
     context = None
     if carrier is not None and not parent.get_span_context().is_valid:
@@ -265,12 +265,12 @@ def _emit(
                 if correct_parent and _is_sdk_initialize_span(parent):
                     # The SDK's initialize span records its pre-negotiation seed; the agreed one is ours.
                     parent.set_attribute("mcp.protocol.version", attributes["mcp.protocol.version"])
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
     try:
         span.end(end_time=end)
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
     return span.get_span_context() if recorded else None
 
 
@@ -315,8 +315,8 @@ def repeated(traced: Traced) -> bool:
                 return False
             parent.add_link(traced.context)
         traced.count()
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
     return True
 
 
@@ -349,8 +349,8 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
         else:
             traced.context = context  # first seen while nothing recorded: repeats link here now
         return traced
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
         return None
 
 
@@ -401,5 +401,5 @@ def record_refusal(
             return attributes
 
         _emit(build, _metric_labels(era, None, "refused"), duration, str(refusal.code), False, carrier)
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)

@@ -19,6 +19,7 @@ import httpx2
 import pytest
 
 from mcp_negotiation.ucp import (
+    ALL_PORTS,
     INVALID_PROFILE_URL,
     PROFILE_MALFORMED,
     PROFILE_UNREACHABLE,
@@ -50,6 +51,7 @@ def clock() -> Clock:
 
 def make_resolver(tls: Tls, clock: Clock, **options: Any) -> HttpsProfileResolver:
     options.setdefault("allow_addresses", {"127.0.0.1", "::1"})
+    options.setdefault("allow_ports", ALL_PORTS)
     return HttpsProfileResolver(ssl_context=tls.client, clock=clock, **options)
 
 
@@ -108,7 +110,9 @@ async def test_connects_to_the_checked_address_and_keeps_the_name_for_tls(tls: T
 async def test_refuses_an_untrusted_certificate(tls: Tls, clock: Clock) -> None:
     async with ProfileServer(tls.server) as server:
         server.routes["/p.json"] = Route()
-        resolver = HttpsProfileResolver(allow_addresses={"127.0.0.1"}, clock=clock)  # default trust store
+        resolver = HttpsProfileResolver(
+            allow_addresses={"127.0.0.1"}, allow_ports=ALL_PORTS, clock=clock
+        )  # default trust store
         assert await failure(resolver, server.url("/p.json")) == PROFILE_UNREACHABLE
         assert server.requests == []
 
@@ -418,6 +422,35 @@ async def test_the_allow_list_is_exact(tls: Tls, clock: Clock) -> None:
         assert await failure(resolver, "https://[::1]/p.json") == INVALID_PROFILE_URL
         assert await failure(resolver, "https://2130706433/p.json") == INVALID_PROFILE_URL
         assert len(server.requests) == 1
+
+
+@pytest.mark.usefixtures("no_connection", "no_dns")
+@pytest.mark.parametrize("port", [":22", ":6379", ":8443", ":80"])
+async def test_only_port_443_is_fetched_from_by_default(clock: Clock, port: str) -> None:
+    """A public host on another port would have the business talk to whatever listens there."""
+    with pytest.raises(UcpError) as refused:
+        await HttpsProfileResolver(clock=clock).resolve(f"https://93.184.216.34{port}/p.json")
+    assert refused.value.code == INVALID_PROFILE_URL
+    assert (
+        refused.value.message
+        == "the profile URL names a port profiles are not fetched from (only 443 is allowed)"
+    )
+
+
+async def test_allow_ports_opens_exactly_the_ports_it_lists(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route()
+        only = make_resolver(tls, clock, allow_ports=[server.port])
+        assert await only.resolve(server.url("/p.json")) == PROFILE
+        assert await failure(only, f"https://127.0.0.1:{server.port + 1}/p.json") == INVALID_PROFILE_URL
+        assert (
+            await failure(make_resolver(tls, clock, allow_ports=()), server.url("/p.json"))
+            == INVALID_PROFILE_URL
+        )
+        assert (
+            await make_resolver(tls, clock, allow_ports=ALL_PORTS).resolve(server.url("/p.json")) == PROFILE
+        )
+        assert len(server.requests) == 2
 
 
 PUBLIC_ADDRESSES = ("93.184.216.34", "2606:4700::1111")

@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from .. import revisions, telemetry
 from ..bounded import BoundedCache
+from ..client_log import report
 from ..errors import NegotiationRefused, Refusal
 from ..frozen_json import MARSHAL_VERSION, is_object
 from ..negotiation import (
@@ -276,8 +277,12 @@ class NegotiationMiddleware:
             if not answer:
                 raise
             self._refuse(ctx, refused.refusal, started)
-        except Exception:
-            logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")
+        except Exception as error:
+            report(
+                logging.ERROR,
+                "mcp_negotiation: negotiation failed unexpectedly; passing the request through",
+                exc=error,
+            )
             return None
 
     def _stored(self, ctx: ServerRequestContext[Any, Any], started: float, check: bool) -> Negotiation | None:
@@ -347,7 +352,8 @@ class NegotiationMiddleware:
         """After the SDK answered `initialize`: keep the record for the session, and trace it."""
         answered = _answered_version(result)
         if answered != record.protocol_version:
-            logger.warning(
+            report(
+                logging.WARNING,
                 "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
                 answered,
                 record.protocol_version,
@@ -359,7 +365,8 @@ class NegotiationMiddleware:
                 state[UCP_STATE_KEY] = session_profile_url(ctx.params)
         self._advertise(result, "experimental")
         if record.degraded:
-            logger.info(
+            report(
+                logging.INFO,
                 "mcp_negotiation: a client at %s loses %s%s",
                 record.protocol_version,
                 ", ".join(sorted(record.degraded)),
@@ -380,7 +387,9 @@ class NegotiationMiddleware:
             return True
         params = ctx.params
         if not isinstance(params, MutableMapping):
-            logger.warning("mcp_negotiation: cannot steer the initialize answer; the SDK will choose")
+            report(
+                logging.WARNING, "mcp_negotiation: cannot steer the initialize answer; the SDK will choose"
+            )
             return False
         params["protocolVersion"] = record.protocol_version
         return True

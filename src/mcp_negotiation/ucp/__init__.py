@@ -36,9 +36,10 @@ from .negotiate import (
     negotiate_capabilities,
 )
 from .profile import CapabilityEntry, JsonValue, Profile, ProfileSource, is_version
-from .resolver import HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
+from .resolver import ALL_PORTS, HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
 
 __all__ = [
+    "ALL_PORTS",
     "CAPABILITIES_INCOMPATIBLE",
     "INVALID_PROFILE_URL",
     "MAX_HEADER_LENGTH",

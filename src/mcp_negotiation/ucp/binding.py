@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from ..bounded import BoundedCache, IdentityCache
+from ..client_log import report
 from ..frozen_json import is_object
 from ..negotiation import Negotiation
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, VERSION_UNSUPPORTED, UcpError
@@ -43,8 +44,6 @@ UCP_EXTENSION_ID: Final = "dev.ucp/profile"
 ones (the 2025 wire schema strips `extensions`)."""
 
 _AGREEMENT_CACHE: Final = 1_024
-
-logger = logging.getLogger("mcp_negotiation")
 
 
 @dataclass(frozen=True)
@@ -282,7 +281,8 @@ class UcpNegotiator:
             if profile.version != version:
                 raise UcpError(PROFILE_MALFORMED, f"it declares ucp.version {profile.version}")
         except UcpError as failure:
-            logger.warning(
+            report(
+                logging.WARNING,
                 "mcp_negotiation: the business profile for UCP %s at %s is unusable (%s: %s);"
                 " pin it with UcpPolicy(supported_profiles=...)",
                 version,
@@ -306,10 +306,10 @@ async def _resolve(resolver: ProfileResolver, url: str) -> Profile:
             raise TypeError(f"the resolver returned a {type(profile).__name__}, not a Profile")
     except UcpError:
         raise
-    except Exception:
+    except Exception as error:
         # A resolver is pluggable code: its bug or an unmapped I/O error must not reach the
         # client as an internal error (nor leak its message); to the platform the profile
         # could not be fetched.
-        logger.warning("mcp_negotiation: the profile resolver failed unexpectedly", exc_info=True)
+        report(logging.WARNING, "mcp_negotiation: the profile resolver failed unexpectedly", exc=error)
         raise UcpError(PROFILE_UNREACHABLE, "the platform profile could not be resolved") from None
     return profile

@@ -21,7 +21,9 @@ Failures map to the specification's codes, which say who is at fault:
   `identity` was asked for.
 
 A failed fetch is told to the platform in a fixed phrase per kind of failure; the
-exception itself goes to the operator's log (see `_fetch_failure`).
+exception itself goes to the operator's log (see `_fetch_failure`), in one line per
+fetch without its traceback, within the budget of `client_log`: a failure is remembered
+for its backoff, so a URL costs at most one line per backoff window.
 
 Profiles are cached (bounded LRU, fresh for `Cache-Control: max-age` less the `Age` the
 response already has, as RFC 9111 computes it, but at least 60 s whatever the headers
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import ipaddress
 import logging
 import re
@@ -43,7 +46,7 @@ import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
@@ -57,11 +60,13 @@ else:
     except ImportError:  # mcp 1.x installs httpx, whose API httpx2 keeps
         import httpx as httpx2
 
+from ..client_log import report
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, UcpError, UcpErrorCode
 from .header import validate_profile_url
 from .profile import Profile, ProfileSource
 
 __all__ = [
+    "ALL_PORTS",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_MAX_BODY_BYTES",
     "MAX_FAILURE_BACKOFF",
@@ -75,8 +80,6 @@ __all__ = [
     "is_special_address",
 ]
 
-logger = logging.getLogger("mcp_negotiation")
-
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -89,6 +92,9 @@ MAX_TTL: Final = 24 * 3600.0
 MIN_FAILURE_BACKOFF: Final = 1.0
 """Seconds a first failure is remembered; each further consecutive failure doubles it."""
 MAX_FAILURE_BACKOFF: Final = 300.0
+HTTPS_PORT: Final = 443
+ALL_PORTS: Final = range(1, 65536)
+"""`allow_ports=ALL_PORTS`: a profile may be fetched from any port (tests, private deployments)."""
 
 _MAX_AGE: Final = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?([0-9]+)\"?\s*(?:,|$)", re.IGNORECASE)
 _LARGEST_DELTA: Final = 2**31
@@ -226,8 +232,9 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         cause = cause.__cause__ or cause.__context__
 
 
-def _fetch_failure(parts: SplitResult, address: IPAddress, exc: httpx2.HTTPError) -> str:
-    """The phrase a failed fetch is reported to the platform with; the exception is logged.
+def _fetch_failure(parts: SplitResult, addresses: list[IPAddress], exc: httpx2.HTTPError) -> str:
+    """The phrase a failed fetch is reported to the platform with; the exception is logged,
+    once for the fetch, whichever of the host's `addresses` it failed at.
 
     The exception's own text describes this server rather than the profile host: the
     HTTP stack's class names, OpenSSL's messages with the interpreter's C source
@@ -246,12 +253,13 @@ def _fetch_failure(parts: SplitResult, address: IPAddress, exc: httpx2.HTTPError
         phrase = next(
             (text for kind, text in _FETCH_FAILURES if isinstance(exc, kind)), "fetching the profile failed"
         )
-    logger.warning(
+    report(
+        logging.WARNING,
         "mcp_negotiation: fetching the profile %s from %s failed (%s)",
         urlunsplit(parts),
-        address,
+        " or ".join(map(str, addresses)),
         phrase,
-        exc_info=exc,
+        exc=exc,
     )
     return phrase
 
@@ -323,7 +331,10 @@ class HttpsProfileResolver:
 
     `allow_addresses` lists addresses or networks (`"127.0.0.1"`, `"10.0.0.0/8"`) that
     may be fetched although they are special-use: for tests and for deliberately
-    private deployments. `ssl_context` replaces the default trust store, e.g. to trust
+    private deployments. Profiles are fetched from port 443 only, whatever the URL says:
+    a platform naming `:22` or `:6379` would otherwise have the business probe or talk to
+    those services. `allow_ports` lists the other ports that may be fetched from
+    (`ALL_PORTS` for any). `ssl_context` replaces the default trust store, e.g. to trust
     a test CA. `clock` (monotonic seconds) drives the cache and backoff, so tests can
     move time instead of waiting for it.
     """
@@ -333,6 +344,7 @@ class HttpsProfileResolver:
         *,
         ssl_context: ssl.SSLContext | None = None,
         allow_addresses: Iterable[str | IPAddress | IPNetwork] = (),
+        allow_ports: Iterable[int] = (),
         connect_timeout: float = 5.0,
         read_timeout: float = 5.0,
         total_timeout: float = 10.0,
@@ -346,6 +358,9 @@ class HttpsProfileResolver:
             raise ValueError("cache_size must be positive")
         self._ssl_context = ssl_context if ssl_context is not None else httpx2.create_ssl_context()
         self._allowed = tuple(ipaddress.ip_network(item, strict=False) for item in allow_addresses)
+        self._ports: Container[int] = (
+            allow_ports if isinstance(allow_ports, range) else frozenset(allow_ports)
+        )
         self._timeout = httpx2.Timeout(
             connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None
         )
@@ -410,7 +425,9 @@ class HttpsProfileResolver:
     async def _fetch(self, url: str) -> tuple[Profile, float]:
         parts = urlsplit(url)
         host = parts.hostname or ""
-        port = parts.port or 443
+        port = parts.port or HTTPS_PORT
+        if port != HTTPS_PORT and port not in self._ports:
+            raise _invalid("the profile URL names a port profiles are not fetched from (only 443 is allowed)")
         try:
             async with asyncio.timeout(self._total_timeout):
                 addresses = await self._addresses(host, port)
@@ -450,16 +467,14 @@ class HttpsProfileResolver:
     async def _get_any(
         self, parts: SplitResult, host: str, port: int, addresses: list[IPAddress]
     ) -> tuple[Profile, float]:
-        failure = ""
-        for address in addresses:
-            try:
-                return await self._get(parts, host, port, address)
-            except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-                # Try the host's next address, as a browser would.
-                failure = _fetch_failure(parts, address, exc)
-            except httpx2.HTTPError as exc:
-                raise UcpError(PROFILE_UNREACHABLE, _fetch_failure(parts, address, exc)) from None
-        raise UcpError(PROFILE_UNREACHABLE, failure)
+        try:
+            for address in addresses[:-1]:
+                with contextlib.suppress(httpx2.ConnectError, httpx2.ConnectTimeout):
+                    return await self._get(parts, host, port, address)
+                # (else the host's next address, as a browser would)
+            return await self._get(parts, host, port, addresses[-1])
+        except httpx2.HTTPError as exc:
+            raise UcpError(PROFILE_UNREACHABLE, _fetch_failure(parts, addresses, exc)) from None
 
     async def _get(
         self, parts: SplitResult, host: str, port: int, address: IPAddress
