@@ -318,6 +318,71 @@ async def test_every_source_of_the_url_is_checked(clients_built: list[object]) -
     assert clients_built == []
 
 
+# -- what a client or a platform is told: fixed phrases, never an exception's text ------------------------
+
+BAD_HEADERS: dict[str, tuple[bytes, str]] = {
+    "not ascii": (b'profile="https://caf\xe9.test/"', "the UCP-Agent header is not an RFC 8941 dictionary"),
+    "port not a number": (b'profile="https://h:-1/"', "the profile URL does not parse"),
+    "port too large": (b'profile="https://h:65536/"', "the profile URL does not parse"),
+    "not a dictionary": (b"profile=(", "the UCP-Agent header is not an RFC 8941 dictionary"),
+}
+BAD_BODIES: dict[str, bytes] = {
+    "nested deeper than the parser's stack": b"[" * 100_000,
+    "not UTF-8": b'\xff\xfe{"ucp": {}}',
+    "not JSON": b"{not json",
+    "a NaN": b'{"ucp": {"version": NaN}}',
+    "an integer past the digit limit": b'{"ucp": {"version": ' + b"1" * 5_000 + b"}}",
+}
+EXCEPTION_TEXT = (
+    "Error",
+    "codec",
+    "ascii",
+    "cast",
+    "integer",
+    "Traceback",
+    "line 1",
+    "column",
+    "0xe9",
+    "recursion",
+)
+"""Pieces of the exceptions behind `BAD_HEADERS` and `BAD_BODIES`, none of which the client may see."""
+
+
+@pytest.mark.anyio
+async def test_hostile_headers_and_profile_bodies_get_fixed_phrases_and_the_log_the_exception(
+    tls: Tls, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="mcp_negotiation")
+    resolver = HttpsProfileResolver(
+        ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS
+    )
+    told: dict[str, dict[str, Any]] = {}
+    with anyio.fail_after(HANG), serve_http(build_shop(resolver).streamable_http_app()) as url:
+        for name, (header, _) in BAD_HEADERS.items():
+            async with (
+                httpx2.AsyncClient(headers={"UCP-Agent": header}, timeout=HANG) as http,
+                Client(streamable_http_client(url, http_client=http), mode=MODERN) as client,
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("negotiated", {})
+                told[name] = refused.value.error.data
+        async with ProfileServer(tls.server) as host, Client(url, mode=MODERN) as client:
+            for name, body in BAD_BODIES.items():
+                host.routes[f"/{len(told)}.json"] = Route(body=body)
+                profile = host.url(f"/{len(told)}.json")
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("negotiated", {"meta": {"ucp-agent": {"profile": profile}}})
+                told[name] = refused.value.error.data
+    assert {name: (data["code"], data["content"]) for name, data in told.items()} == {
+        **{name: (INVALID_PROFILE_URL, phrase) for name, (_, phrase) in BAD_HEADERS.items()},
+        **{name: ("profile_malformed", "the profile is not JSON") for name in BAD_BODIES},
+    }
+    assert [leak for leak in EXCEPTION_TEXT if leak.lower() in json.dumps([*told.values()]).lower()] == []
+    logged = [r for r in caplog.records if r.exc_info is not None]
+    assert len(logged) == len(told)  # each exception itself goes to the operator's log, at DEBUG
+    assert {r.levelno for r in logged} == {logging.DEBUG}
+
+
 # -- DNS rebinding --------------------------------------------------------------------------------------
 
 
