@@ -334,6 +334,35 @@ async def test_a_client_that_goes_on_after_a_refused_initialize_is_refused_again
     assert refused.value.error.code == again.value.error.code == -32021
 
 
+@pytest.mark.parametrize(
+    ("revision", "capabilities", "code"),
+    [("9" * 65, {"sampling": {}}, -32602), (NEWEST, {}, -32021)],
+    ids=["malformed", "missing-required"],
+)
+async def test_a_refused_initialize_after_an_accepted_one_answers_only_itself(
+    revision: str, capabilities: dict[str, Any], code: int
+) -> None:
+    """1.x keeps serving a session whose client sends `initialize` again: a refusal of that
+    one answers only itself, and the handshake agreed before stays in force (as on 2.x)."""
+    server = build(Policy(required_capabilities=("sampling",)))
+    again = types.InitializeRequestParams.model_validate(
+        {
+            "protocolVersion": revision,
+            "capabilities": capabilities,
+            "clientInfo": {"name": "c", "version": "1"},
+        }
+    )
+    async with session("memory", server, NEWEST, {"sampling": {}, "elicitation": {}}) as (client, _):
+        with pytest.raises(McpError) as refused:
+            await client.send_request(
+                types.ClientRequest(types.InitializeRequest(params=again)), types.InitializeResult
+            )
+        served = [seen(await client.call_tool("negotiation", {})) for _ in range(2)]
+    assert refused.value.error.code == code
+    assert all(record["supports"]["elicitation"] is True for record in served)
+    assert {record["protocol_version"] for record in served} == {NEWEST}
+
+
 @pytest.mark.parametrize("header", ["2025-03-26", None])
 async def test_stateless_requests_below_the_policy_are_refused(header: str | None) -> None:
     """No session to counter-offer in: the revision the SDK would serve is the one judged."""

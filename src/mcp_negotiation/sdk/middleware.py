@@ -332,7 +332,9 @@ class NegotiationMiddleware:
 
         A refused handshake is kept for the connection: a client that goes on regardless
         (`notifications/initialized`, then its requests) is refused the same way on each,
-        instead of being served as one with no handshake at all (see `_stored`).
+        instead of being served as one with no handshake at all (see `_stored`). A refused
+        *re*-`initialize` answers only itself: the handshake agreed before stays in force,
+        as the SDK keeps serving the connection.
         """
         transport, headers = _origin(ctx)
         try:
@@ -341,7 +343,7 @@ class NegotiationMiddleware:
             )
         except NegotiationRefused as refused:
             state = seams.connection_state(ctx)
-            if state is not None:
+            if state is not None and type(state.get(seams.STATE_KEY)) is not Negotiation:
                 state[seams.STATE_KEY] = refused.refusal
             raise
         return record if self._steer_sdk_answer(ctx, record) else None

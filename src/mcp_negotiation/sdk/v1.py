@@ -142,7 +142,8 @@ async def _initialize(
         record = holder.negotiator.initialize(raw, transport=transport, headers=headers)
     except NegotiationRefused as refused:
         answer.close()  # type: ignore[attr-defined]  # the SDK's answer is a coroutine never awaited
-        _records[session] = refused.refusal  # what the session's later requests get (see `_handle`)
+        if type(_records.get(session)) is not Negotiation:  # a re-initialize answers only itself
+            _records[session] = refused.refusal  # what the session's later requests get (see `_handle`)
         _trace_refusal(holder, "initialize", refused.refusal, started, raw, transport)
         with responder:
             await responder.respond(_error_data(refused.refusal))
