@@ -40,7 +40,7 @@ from . import revisions
 from .bounded import IdentityCache
 from .client_log import report
 from .errors import Refusal
-from .negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport
+from .negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport, retained_size
 
 __all__ = [
     "MAX_LIST",
@@ -345,7 +345,7 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
             return None
         if traced is None:
             traced = Traced(context, labels)
-            _traced.put(traced, record)
+            _traced.put(traced, record, size=retained_size(record))
         else:
             traced.context = context  # first seen while nothing recorded: repeats link here now
         return traced

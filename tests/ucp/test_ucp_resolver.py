@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import socket
 import threading
 from pathlib import Path
@@ -29,6 +30,7 @@ from mcp_negotiation.ucp import (
     UcpError,
     is_special_address,
 )
+from mcp_negotiation.ucp.resolver import MIN_BODY_CAP
 from profile_server import BODY, DOCUMENT, ProfileServer, Route, Tls
 
 pytestmark = pytest.mark.anyio
@@ -252,11 +254,20 @@ async def test_cache_control_max_age_is_honoured_within_bounds(
         assert len(server.requests) == 2
 
 
-async def test_cache_is_a_bounded_lru(tls: Tls, clock: Clock) -> None:
+@pytest.mark.parametrize("bound", ["entries", "bytes"])
+async def test_cache_is_a_bounded_lru(tls: Tls, clock: Clock, bound: str) -> None:
+    """Room for two profiles, by `cache_size`, or by `cache_bytes` of documents near the body cap."""
+    body = BODY
+    options: dict[str, Any] = {"cache_size": 2}
+    if bound == "bytes":
+        padded = json.loads(BODY)
+        padded["padding"] = "x" * (MIN_BODY_CAP - len(BODY) - 100)
+        body = json.dumps(padded).encode()
+        options = {"max_body_bytes": MIN_BODY_CAP, "cache_bytes": 2 * MIN_BODY_CAP + 100}
     async with ProfileServer(tls.server) as server:
         for name in "abc":
-            server.routes[f"/{name}.json"] = Route()
-        resolver = make_resolver(tls, clock, cache_size=2)
+            server.routes[f"/{name}.json"] = Route(body=body)
+        resolver = make_resolver(tls, clock, **options)
         for name in "abab":
             await resolver.resolve(server.url(f"/{name}.json"))
         assert len(server.requests) == 2
@@ -265,6 +276,11 @@ async def test_cache_is_a_bounded_lru(tls: Tls, clock: Clock) -> None:
         assert len(server.requests) == 3
         await resolver.resolve(server.url("/a.json"))
         assert len(server.requests) == 4
+
+
+def test_the_cache_holds_at_least_one_profile_at_the_body_cap() -> None:
+    with pytest.raises(ValueError, match="cache_bytes must be at least max_body_bytes"):
+        HttpsProfileResolver(cache_bytes=MIN_BODY_CAP)
 
 
 async def test_failures_back_off_and_the_backoff_grows(tls: Tls, clock: Clock) -> None:

@@ -25,7 +25,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from .. import revisions, telemetry
-from ..bounded import BoundedCache
+from ..bounded import MAX_ENTRY_BYTES, BoundedCache
 from ..client_log import report
 from ..errors import NegotiationRefused, Refusal
 from ..frozen_json import MARSHAL_VERSION, is_object
@@ -37,6 +37,7 @@ from ..negotiation import (
     Negotiator,
     Policy,
     Transport,
+    retained_size,
 )
 from ..ucp.binding import (
     UCP_EXTENSION_ID,
@@ -59,8 +60,6 @@ _EXEMPT: Final = frozenset({"server/discover", "ping"})
 """Methods a client may call without the policy's required capabilities, to learn them."""
 
 _MEMO_SIZE: Final = 1_024
-_MAX_SHAPE: Final = 65_536
-"""Longest request shape memoised (bytes): bigger envelopes are negotiated every time."""
 
 
 class _Repeat:
@@ -225,8 +224,10 @@ class NegotiationMiddleware:
 
     def _remember(self, shape: bytes, record: Negotiation, traced: telemetry.Traced | None) -> None:
         """Memoise a modern request's outcome under its shape (see `_Repeat`)."""
-        if record.era == "modern" and len(shape) <= _MAX_SHAPE:
-            self._repeats.put(shape, _Repeat((record, self.negotiator), traced))
+        if record.era == "modern" and len(shape) <= MAX_ENTRY_BYTES:
+            self._repeats.put(
+                shape, _Repeat((record, self.negotiator), traced), len(shape) + retained_size(record)
+            )
 
     def _settle(self) -> None:
         """Once: make sure we sit right after the server's span opener (see `__init__`)."""

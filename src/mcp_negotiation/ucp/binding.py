@@ -8,6 +8,7 @@ The resolver that fetches profiles is injected; the SDK adapter calls `UcpNegoti
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -16,7 +17,7 @@ from typing import Any, Final
 from ..bounded import BoundedCache, IdentityCache
 from ..client_log import report
 from ..frozen_json import is_object
-from ..negotiation import Negotiation
+from ..negotiation import Negotiation, retained_size
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, VERSION_UNSUPPORTED, UcpError
 from .header import parse_ucp_agent, validate_profile_url
 from .negotiate import UcpAgreement, negotiate_capabilities
@@ -211,7 +212,7 @@ def with_agreement(record: Negotiation, agreement: UcpAgreement) -> Negotiation:
     scoped = _WITH_AGREEMENT.get(record, agreement)
     if scoped is None:
         scoped = replace(record, ucp=agreement)
-        _WITH_AGREEMENT.put(scoped, record, agreement)
+        _WITH_AGREEMENT.put(scoped, record, agreement, size=retained_size(record))
     return scoped
 
 
@@ -226,8 +227,8 @@ class UcpNegotiator:
 
     def __init__(self, policy: UcpPolicy) -> None:
         self.policy = policy
-        self._agreements: BoundedCache[str, tuple[Profile, Profile, UcpAgreement]] = BoundedCache(
-            _AGREEMENT_CACHE
+        self._agreements: BoundedCache[str, tuple[weakref.ref[Profile], Profile, UcpAgreement]] = (
+            BoundedCache(_AGREEMENT_CACHE)
         )
 
     async def for_call(
@@ -259,12 +260,14 @@ class UcpNegotiator:
             if older is not None:
                 business = await self._business_at(platform.version, older)
             known = self._agreements.get(url)
-            if known is not None and known[0] is platform and known[1] is business:
+            if known is not None and known[0]() is platform and known[1] is business:
                 return known[2]
             agreement = negotiate_capabilities(business, platform)
         except UcpError as failure:
             raise self.policy.offered(failure) from None
-        self._agreements.put(url, (platform, business, agreement))
+        # The platform's profile by weak reference: the resolver decides how long a profile
+        # (up to its body cap) is kept, not this map. The agreement is the business's size.
+        self._agreements.put(url, (weakref.ref(platform), business, agreement), len(url))
         return agreement
 
     async def _business_at(self, version: str, url: str) -> Profile:

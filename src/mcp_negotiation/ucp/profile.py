@@ -196,7 +196,7 @@ def _supported_versions(raw: object) -> dict[str, str]:
     return result
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Profile:
     """The parts of a UCP profile that negotiation reads.
 

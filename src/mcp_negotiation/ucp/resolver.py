@@ -67,6 +67,7 @@ from .profile import Profile, ProfileSource
 
 __all__ = [
     "ALL_PORTS",
+    "DEFAULT_CACHE_BYTES",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_MAX_BODY_BYTES",
     "MAX_FAILURE_BACKOFF",
@@ -87,6 +88,8 @@ DEFAULT_MAX_BODY_BYTES: Final = 256 * 1024
 MIN_BODY_CAP: Final = 128 * 1024
 """The specification's floor for the body cap: a smaller one would refuse real profiles."""
 DEFAULT_CACHE_SIZE: Final = 1024
+DEFAULT_CACHE_BYTES: Final = 16 * 1024 * 1024
+"""Bytes of profile documents a resolver's cache holds at most (64 profiles at the body cap)."""
 MIN_TTL: Final = 60.0
 MAX_TTL: Final = 24 * 3600.0
 MIN_FAILURE_BACKOFF: Final = 1.0
@@ -312,10 +315,15 @@ def _look_up(host: str, port: int) -> concurrent.futures.Future[list[Any]]:
     return future
 
 
+_Fetched: TypeAlias = tuple[Profile, float, int]
+"""A fetched profile, how long it stays fresh (seconds), and its document's size (bytes)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Fresh:
     profile: Profile
     expires: float
+    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +332,10 @@ class _Failed:
     message: str
     until: float
     attempts: int
+
+
+def _weight(url: str, entry: _Fresh | _Failed) -> int:
+    return len(url) + (entry.size if isinstance(entry, _Fresh) else 0)
 
 
 class HttpsProfileResolver:
@@ -335,8 +347,9 @@ class HttpsProfileResolver:
     a platform naming `:22` or `:6379` would otherwise have the business probe or talk to
     those services. `allow_ports` lists the other ports that may be fetched from
     (`ALL_PORTS` for any). `ssl_context` replaces the default trust store, e.g. to trust
-    a test CA. `clock` (monotonic seconds) drives the cache and backoff, so tests can
-    move time instead of waiting for it.
+    a test CA. The cache keeps at most `cache_size` profiles and `cache_bytes` bytes of
+    their documents, least recently used first out. `clock` (monotonic seconds) drives
+    the cache and backoff, so tests can move time instead of waiting for it.
     """
 
     def __init__(
@@ -350,12 +363,15 @@ class HttpsProfileResolver:
         total_timeout: float = 10.0,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_body_bytes < MIN_BODY_CAP:
             raise ValueError(f"max_body_bytes must be at least {MIN_BODY_CAP}")
         if cache_size < 1:
             raise ValueError("cache_size must be positive")
+        if cache_bytes < max_body_bytes:
+            raise ValueError(f"cache_bytes must be at least max_body_bytes ({max_body_bytes})")
         self._ssl_context = ssl_context if ssl_context is not None else httpx2.create_ssl_context()
         self._allowed = tuple(ipaddress.ip_network(item, strict=False) for item in allow_addresses)
         self._ports: Container[int] = (
@@ -367,6 +383,9 @@ class HttpsProfileResolver:
         self._total_timeout = total_timeout
         self._max_body_bytes = max_body_bytes
         self._cache_size = cache_size
+        self._cache_bytes = cache_bytes
+        self._cache_held = 0
+        """Bytes the cache holds, as `_weight` counts them."""
         self._clock = clock
         self._cache: OrderedDict[str, _Fresh | _Failed] = OrderedDict()
         self._inflight: dict[str, asyncio.Task[Profile]] = {}
@@ -397,10 +416,18 @@ class HttpsProfileResolver:
         return None
 
     def _remember(self, url: str, entry: _Fresh | _Failed) -> None:
+        """Cache `entry`, evicting the least recently used past `cache_size` or `cache_bytes`
+        (a profile weighs its document's bytes, every entry its URL's)."""
+        self._forget(url)
         self._cache[url] = entry
-        self._cache.move_to_end(url)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        self._cache_held += _weight(url, entry)
+        while len(self._cache) > self._cache_size or self._cache_held > self._cache_bytes:
+            self._forget(next(iter(self._cache)))
+
+    def _forget(self, url: str) -> None:
+        entry = self._cache.pop(url, None)
+        if entry is not None:
+            self._cache_held -= _weight(url, entry)
 
     def _settled(self, url: str, task: asyncio.Task[Profile]) -> None:
         if self._inflight.get(url) is task:
@@ -410,7 +437,7 @@ class HttpsProfileResolver:
 
     async def _fetch_and_remember(self, url: str) -> Profile:
         try:
-            profile, ttl = await self._fetch(url)
+            profile, ttl, size = await self._fetch(url)
         except _Busy:
             raise
         except UcpError as exc:
@@ -419,10 +446,10 @@ class HttpsProfileResolver:
             backoff = min(MIN_FAILURE_BACKOFF * 2 ** (attempts - 1), MAX_FAILURE_BACKOFF)
             self._remember(url, _Failed(exc.code, exc.message, self._clock() + backoff, attempts))
             raise
-        self._remember(url, _Fresh(profile, self._clock() + ttl))
+        self._remember(url, _Fresh(profile, self._clock() + ttl, size))
         return profile
 
-    async def _fetch(self, url: str) -> tuple[Profile, float]:
+    async def _fetch(self, url: str) -> _Fetched:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or HTTPS_PORT
@@ -466,7 +493,7 @@ class HttpsProfileResolver:
 
     async def _get_any(
         self, parts: SplitResult, host: str, port: int, addresses: list[IPAddress]
-    ) -> tuple[Profile, float]:
+    ) -> _Fetched:
         try:
             for address in addresses[:-1]:
                 with contextlib.suppress(httpx2.ConnectError, httpx2.ConnectTimeout):
@@ -476,9 +503,7 @@ class HttpsProfileResolver:
         except httpx2.HTTPError as exc:
             raise UcpError(PROFILE_UNREACHABLE, _fetch_failure(parts, addresses, exc)) from None
 
-    async def _get(
-        self, parts: SplitResult, host: str, port: int, address: IPAddress
-    ) -> tuple[Profile, float]:
+    async def _get(self, parts: SplitResult, host: str, port: int, address: IPAddress) -> _Fetched:
         literal = f"[{address}]" if address.version == 6 else str(address)
         target = urlunsplit(("https", f"{literal}:{port}", parts.path or "/", parts.query, ""))
         headers = {
@@ -503,7 +528,7 @@ class HttpsProfileResolver:
                 )
             body = await self._read_capped(response)
             ttl = _ttl(response.headers.get("cache-control"), response.headers.get("age"))
-        return Profile.from_bytes(body), ttl
+        return Profile.from_bytes(body), ttl, len(body)
 
     async def _read_capped(self, response: httpx2.Response) -> bytes:
         too_large = UcpError(PROFILE_MALFORMED, f"the profile is larger than {self._max_body_bytes} bytes")
