@@ -387,3 +387,33 @@ async def test_stateless_requests_below_the_policy_are_refused(header: str | Non
     answer = json.loads(data[0] if data else response.text)
     assert answer["error"]["code"] == -32022
     assert answer["error"]["data"]["requested"] == (header or "2025-03-26")
+
+
+async def test_what_a_session_declared_leaves_with_the_session() -> None:
+    """Sessions whose `initialize` carried ~2.8 MB capability maps, each closed in turn: the
+    adapter's maps are keyed weakly by session, and telemetry and the caches keep no record
+    over 64 KiB, so what stays allocated does not grow with the number of sessions."""
+    import gc
+    import tracemalloc
+
+    server = build()
+    text = "x" * 4_080
+
+    async def open_and_close(i: int) -> None:
+        caps = {"experimental": {f"k{j}": {"v": f"{i}:{j}:{text}"} for j in range(700)}}
+        async with session("memory", server, NEWEST, caps) as (client, _):
+            assert seen(await client.call_tool("negotiation", {}))["capabilities_known"] is True
+
+    tracemalloc.start()
+    try:
+        for i in range(3):  # warm-up: lazy imports, pools
+            await open_and_close(-1 - i)
+        retained = []
+        for start, stop in ((0, 3), (3, 9)):
+            for i in range(start, stop):
+                await open_and_close(i)
+            gc.collect()
+            retained.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert retained[1] - retained[0] < 700 * 4_096  # six more sessions: not even one more kept
