@@ -42,7 +42,7 @@ def _refuse_duplicate_profile(key: str, context: str) -> None:
     # RFC 8941 lets the last duplicate win; two profiles in one header is ambiguity
     # that only an attacker or a bug produces, so it is refused rather than resolved.
     if key == "profile" and context == "dictionary":
-        raise http_sf.StructuredFieldError("duplicate profile member")
+        raise _invalid("the UCP-Agent header has a duplicate profile member")  # (through the parser)
 
 
 def validate_profile_url(url: object) -> str:
