@@ -769,9 +769,10 @@ def rich_tracebacks_on_the_root_logger() -> Iterator[None]:
         root.removeHandler(handler)
 
 
-STALL_RATIO = 50
+STALL_RATIO = 200
 """How much slower than its own worst before the burst a plain call may get during it: a
-burst of 20 failing fetches costs the server some work, a stall costs it seconds."""
+burst of 20 failing fetches (and their 20 log lines) costs the server some work, 4 to 21
+times a plain call's worst in five runs here; a traceback formatted per failure, 2,400."""
 
 
 async def test_failing_profile_urls_do_not_stall_other_clients_through_the_log(tls: Tls) -> None:
@@ -812,7 +813,7 @@ async def test_failing_profile_urls_do_not_stall_other_clients_through_the_log(t
                 while len(refused) < len(failing) or len(heartbeat) < 3:
                     await beat()
     assert refused == [PROFILE_UNREACHABLE] * len(failing)
-    # Measured: a worst of 9 ms before, 53 ms during; with tracebacks logged, 28 s during.
+    # Measured: a worst of 8 to 12 ms before, 50 to 250 ms during; with tracebacks logged, 28 s.
     assert max(heartbeat) <= STALL_RATIO * baseline, (baseline, heartbeat)
 
 
