@@ -264,7 +264,7 @@ async def test_multi_megabyte_envelopes_and_sessions_are_kept_nowhere_over_http(
                 assert served.status_code == 200, served.text[:500]
                 assert "structuredContent" in served.text[-2_000:]
 
-            modern = await _retained(call, 3)
+            modern = await _retained(call, 2)
 
         async def session(i: int) -> None:
             caps = _envelope(i)[CLIENT_CAPABILITIES_KEY]
@@ -275,7 +275,7 @@ async def test_multi_megabyte_envelopes_and_sessions_are_kept_nowhere_over_http(
                 served = await s.call_tool("negotiated", {"meta": {"ucp-agent": {"profile": PLATFORM}}})
                 assert served.structured_content is not None
 
-        legacy = await _retained(session, 3)
+        legacy = await _retained(session, 2)
     assert modern[1] - modern[0] < ENVELOPE_BYTES
     assert legacy[1] - legacy[0] < ENVELOPE_BYTES
 
@@ -293,6 +293,6 @@ async def test_caches_stay_within_their_bytes_whatever_the_number_of_envelopes_t
         record = await ucp.scope(negotiator.request(_envelope(i, entries=6)), PLATFORM)
         telemetry.record_negotiation("tools/call", record, policy, 0.0)
 
-    after_n, after_3n = await _retained(negotiate, 600)
+    after_n, after_3n = await _retained(negotiate, 400)
     assert negotiator._cache.bytes <= MAX_CACHE_BYTES
-    assert after_3n - after_n < 1_000_000  # 1,200 more envelopes of 24 kB: nothing more kept
+    assert after_3n - after_n < 1_000_000  # 800 more envelopes of 24 kB, past the bounds: nothing more kept
