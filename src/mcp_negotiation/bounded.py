@@ -90,7 +90,3 @@ class IdentityCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    @property
-    def bytes(self) -> int:
-        return self._entries.bytes
