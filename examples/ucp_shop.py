@@ -5,8 +5,9 @@
 
 Platforms name their profile in `arguments.meta["ucp-agent"].profile` or the
 `UCP-Agent` header (on stdio, also once for the session, see docs/ucp-in-servers.md).
-Profiles are fetched over HTTPS; `--trust-ca` and `--allow-address` let a local test
-platform on 127.0.0.1 be used, which the default resolver refuses. A platform at
+Profiles are fetched over HTTPS, from port 443; `--trust-ca`, `--allow-address` and
+`--allow-port` let a local test platform on 127.0.0.1 be used, which the default resolver
+refuses. A platform at
 2026-01-23, the older version the shop still lists, is served what the shop served then:
 its profile for that version is pinned, so it is never fetched.
 """
@@ -62,9 +63,16 @@ def main() -> None:
     parser.add_argument("--http", type=int, metavar="PORT")
     parser.add_argument("--trust-ca", metavar="PEM", help="trust this CA for platform profiles")
     parser.add_argument("--allow-address", action="append", default=[], help="a special-use address to allow")
+    parser.add_argument(
+        "--allow-port", action="append", default=[], type=int, help="a port besides 443 to allow"
+    )
     args = parser.parse_args()
     context = ssl.create_default_context(cafile=args.trust_ca) if args.trust_ca else None
-    server = build(HttpsProfileResolver(ssl_context=context, allow_addresses=args.allow_address))
+    server = build(
+        HttpsProfileResolver(
+            ssl_context=context, allow_addresses=args.allow_address, allow_ports=args.allow_port
+        )
+    )
     if args.http:
         import uvicorn
 

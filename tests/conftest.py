@@ -22,6 +22,14 @@ def tls(ca: trustme.CA) -> Tls:
     return make_tls(ca)
 
 
+@pytest.fixture(autouse=True)
+def fresh_log_budget() -> None:
+    """Each test starts with the whole budget of client-caused log lines (see `client_log`)."""
+    from mcp_negotiation import client_log
+
+    client_log._windows.clear()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -238,3 +238,16 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     assert "Whether the client of this request can be asked for" in api  # client_supports' docstring
     revisions_page = (site / "api" / "revisions" / "index.html").read_text(encoding="utf-8")
     assert 'id="mcp_negotiation.revisions.FEATURES"' in revisions_page
+
+
+def test_every_test_the_security_page_names_exists() -> None:
+    """docs/security.md says which test holds each promise: a renamed or removed test must
+    not leave the page vouching with a name that runs nothing."""
+    named = re.findall(r"`(tests(?:_v1)?/[\w/]+\.py)::(\w+)`", (DOCS / "security.md").read_text())
+    assert len(named) >= 10
+    missing = [
+        f"{path}::{name}"
+        for path, name in named
+        if not re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.MULTILINE)
+    ]
+    assert missing == []

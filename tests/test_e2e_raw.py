@@ -6,6 +6,7 @@ JSON-RPC error, and the next well-formed request on the same connection is serve
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -150,6 +151,43 @@ async def test_a_client_that_goes_on_after_a_refused_initialize_is_refused_again
     record = served.model_dump(by_alias=True)["structuredContent"]
     assert record["capabilities_known"] is True
     assert record["supports"]["sampling"] is True
+
+
+@pytest.mark.parametrize("kind", ["memory", "stdio", "http"])
+@pytest.mark.parametrize(
+    ("revision", "capabilities", "code"),
+    [("9" * 65, {"sampling": {}}, -32602), ("2025-06-18", {}, -32021)],
+    ids=["malformed", "missing-required"],
+)
+async def test_a_refused_initialize_after_an_accepted_one_answers_only_itself(
+    kind: str, revision: str, capabilities: dict[str, Any], code: int
+) -> None:
+    """The handshake agreed stays in force: the SDK keeps serving a connection whose client
+    sends `initialize` again, and a refusal of that one must not turn every later request
+    of the connection into a refusal."""
+    from harness import initialize_params, serve_http
+
+    call = RawRequest(method="tools/call", params={"name": "negotiation", "arguments": {}})
+    policy = Policy(required_capabilities=("sampling",))
+    with contextlib.ExitStack() as stack:
+        if kind == "http":
+            target: Any = stack.enter_context(serve_http(build(policy).streamable_http_app()))
+        else:
+            target = build(policy) if kind == "memory" else demo_params("--require", "sampling")
+        async with open_streams(kind, target) as streams, ClientSession(streams[0], streams[1]) as session:
+            accepted = initialize_params("2025-11-25", {"sampling": {}, "elicitation": {}})
+            await session.send_request(RawRequest(method="initialize", params=accepted), AnyResult)
+            with pytest.raises(MCPError) as refused:
+                await session.send_request(
+                    RawRequest(method="initialize", params=initialize_params(revision, capabilities)),
+                    AnyResult,
+                )
+            assert refused.value.error.code == code
+            served = [await session.send_request(call, AnyResult) for _ in range(2)]
+    for answer in served:
+        record = answer.model_dump(by_alias=True)["structuredContent"]
+        assert (record["protocol_version"], record["capabilities_known"]) == ("2025-11-25", True)
+        assert record["supports"]["elicitation"] is True
 
 
 @pytest.mark.parametrize("kind", ["memory", "stdio"])

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from mcp_negotiation import Policy
-from mcp_negotiation.engine import MAX_SHAPE, Engine, Inbound
+from mcp_negotiation.bounded import MAX_ENTRY_BYTES
+from mcp_negotiation.engine import Engine, Inbound
 from mcp_negotiation.errors import Refusal
 from mcp_negotiation.negotiation import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 
@@ -158,7 +159,7 @@ def test_only_traced_outcomes_and_small_shapes_are_remembered() -> None:
     assert repeat is not None
     assert repeat.published[0] is decision.record
     assert repeat.traced == "handle"
-    engine.remember(b"x" * (MAX_SHAPE + 1), decision, "handle")
+    engine.remember(b"x" * (MAX_ENTRY_BYTES + 1), decision, "handle")
     assert len(engine.memo) == 1
 
 

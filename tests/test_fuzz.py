@@ -46,6 +46,7 @@ from mcp_negotiation.negotiation import (
     Negotiator,
 )
 from mcp_negotiation.ucp import (
+    ALL_PORTS,
     UCP_JSONRPC_ERROR,
     HttpsProfileResolver,
     Profile,
@@ -734,7 +735,9 @@ def profile_host(
     portal: BlockingPortal, ca: trustme.CA
 ) -> Iterator[tuple[ProfileServer, Send, HttpsProfileResolver]]:
     tls = make_tls(ca)
-    resolver = HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"])
+    resolver = HttpsProfileResolver(
+        ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS
+    )
 
     @asynccontextmanager
     async def running() -> AsyncIterator[tuple[ProfileServer, Send, HttpsProfileResolver]]:

@@ -18,6 +18,7 @@ from mcp_types import jsonrpc
 
 from harness import fake_clock
 from mcp_negotiation import errors, negotiation, revisions
+from mcp_negotiation.bounded import MAX_ENTRY_BYTES
 from mcp_negotiation.errors import NegotiationRefused, Refusal
 from mcp_negotiation.negotiation import (
     CLIENT_CAPABILITIES_KEY,
@@ -723,7 +724,7 @@ def test_without_session_repeats_are_the_same_record() -> None:
 
 
 def test_records_made_with_huge_headers_are_not_cached() -> None:
-    huge = {"ucp-agent": "x" * negotiation._MAX_CACHED_ENVELOPE}
+    huge = {"ucp-agent": "x" * MAX_ENTRY_BYTES}
     ng = Negotiator(Policy())
     first = ng.without_session("2025-06-18", transport="http", headers=huge)
     assert ng.without_session("2025-06-18", transport="http", headers=huge) is not first

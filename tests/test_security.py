@@ -20,6 +20,7 @@ any connection is made:
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import ipaddress
 import json
@@ -40,8 +41,15 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from harness import serve_http
-from mcp_negotiation.ucp import INVALID_PROFILE_URL, UCP_JSONRPC_ERROR, HttpsProfileResolver, UcpError
+from harness import ROOT, serve_http
+from mcp_negotiation import client_log
+from mcp_negotiation.ucp import (
+    ALL_PORTS,
+    INVALID_PROFILE_URL,
+    UCP_JSONRPC_ERROR,
+    HttpsProfileResolver,
+    UcpError,
+)
 from mcp_negotiation.ucp import resolver as resolver_module
 from profile_server import DOCUMENT, ProfileServer, Route, Tls
 from ucp_shop import build as build_shop
@@ -209,7 +217,9 @@ async def test_loopback_in_every_spelling_is_refused_without_a_connection(
                 await _refused(client, f"https://{host}:{listener.port}/profile.json")
             assert clients_built == []
             # Control: a resolver allowed to reach loopback does connect, and the listener counts it.
-            allowed = HttpsProfileResolver(ssl_context=tls_client, allow_addresses=["127.0.0.1"])
+            allowed = HttpsProfileResolver(
+                ssl_context=tls_client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS
+            )
             with pytest.raises(UcpError):
                 await allowed.resolve(f"https://127.0.0.1:{listener.port}/profile.json")
     assert len(clients_built) == 1  # only the control resolver built a client
@@ -224,7 +234,9 @@ async def test_loopback_refusals_never_reach_a_real_listener(tls_client: ssl.SSL
             for host in LOOPBACK_SPELLINGS:
                 await _refused(client, f"https://{host}:{listener.port}/profile.json")
             assert listener.accepted == 0
-            allowed = HttpsProfileResolver(ssl_context=tls_client, allow_addresses=["127.0.0.1", "::1"])
+            allowed = HttpsProfileResolver(
+                ssl_context=tls_client, allow_addresses=["127.0.0.1", "::1"], allow_ports=ALL_PORTS
+            )
             with pytest.raises(UcpError):  # not TLS: unreachable, but it did connect
                 await allowed.resolve(f"https://127.0.0.1:{listener.port}/profile.json")
             if listener.ipv6:
@@ -306,6 +318,71 @@ async def test_every_source_of_the_url_is_checked(clients_built: list[object]) -
     assert clients_built == []
 
 
+# -- what a client or a platform is told: fixed phrases, never an exception's text ------------------------
+
+BAD_HEADERS: dict[str, tuple[bytes, str]] = {
+    "not ascii": (b'profile="https://caf\xe9.test/"', "the UCP-Agent header is not an RFC 8941 dictionary"),
+    "port not a number": (b'profile="https://h:-1/"', "the profile URL does not parse"),
+    "port too large": (b'profile="https://h:65536/"', "the profile URL does not parse"),
+    "not a dictionary": (b"profile=(", "the UCP-Agent header is not an RFC 8941 dictionary"),
+}
+BAD_BODIES: dict[str, bytes] = {
+    "nested deeper than the parser's stack": b"[" * 100_000,
+    "not UTF-8": b'\xff\xfe{"ucp": {}}',
+    "not JSON": b"{not json",
+    "a NaN": b'{"ucp": {"version": NaN}}',
+    "an integer past the digit limit": b'{"ucp": {"version": ' + b"1" * 5_000 + b"}}",
+}
+EXCEPTION_TEXT = (
+    "Error",
+    "codec",
+    "ascii",
+    "cast",
+    "integer",
+    "Traceback",
+    "line 1",
+    "column",
+    "0xe9",
+    "recursion",
+)
+"""Pieces of the exceptions behind `BAD_HEADERS` and `BAD_BODIES`, none of which the client may see."""
+
+
+@pytest.mark.anyio
+async def test_hostile_headers_and_profile_bodies_get_fixed_phrases_and_the_log_the_exception(
+    tls: Tls, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="mcp_negotiation")
+    resolver = HttpsProfileResolver(
+        ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS
+    )
+    told: dict[str, dict[str, Any]] = {}
+    with anyio.fail_after(HANG), serve_http(build_shop(resolver).streamable_http_app()) as url:
+        for name, (header, _) in BAD_HEADERS.items():
+            async with (
+                httpx2.AsyncClient(headers={"UCP-Agent": header}, timeout=HANG) as http,
+                Client(streamable_http_client(url, http_client=http), mode=MODERN) as client,
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("negotiated", {})
+                told[name] = refused.value.error.data
+        async with ProfileServer(tls.server) as host, Client(url, mode=MODERN) as client:
+            for name, body in BAD_BODIES.items():
+                host.routes[f"/{len(told)}.json"] = Route(body=body)
+                profile = host.url(f"/{len(told)}.json")
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("negotiated", {"meta": {"ucp-agent": {"profile": profile}}})
+                told[name] = refused.value.error.data
+    assert {name: (data["code"], data["content"]) for name, data in told.items()} == {
+        **{name: (INVALID_PROFILE_URL, phrase) for name, (_, phrase) in BAD_HEADERS.items()},
+        **{name: ("profile_malformed", "the profile is not JSON") for name in BAD_BODIES},
+    }
+    assert [leak for leak in EXCEPTION_TEXT if leak.lower() in json.dumps([*told.values()]).lower()] == []
+    logged = [r for r in caplog.records if r.exc_info is not None]
+    assert len(logged) == len(told)  # each exception itself goes to the operator's log, at DEBUG
+    assert {r.levelno for r in logged} == {logging.DEBUG}
+
+
 # -- DNS rebinding --------------------------------------------------------------------------------------
 
 
@@ -343,14 +420,18 @@ async def test_dns_rebinding_the_checked_address_is_the_one_dialled(
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     with anyio.fail_after(HANG):
         async with _named_profile_host(ca, "rebind.example") as host:
-            resolver = HttpsProfileResolver(ssl_context=tls_client, allow_addresses=["127.0.0.1/32"])
+            resolver = HttpsProfileResolver(
+                ssl_context=tls_client, allow_addresses=["127.0.0.1/32"], allow_ports=ALL_PORTS
+            )
             profile = await resolver.resolve(host.url("/p.json", host="rebind.example"))
             assert profile.version == DOCUMENT["ucp"]["version"]
             assert answers == ["127.0.0.1"]  # one lookup, and the answer checked is the one used
             assert host.requests[0].headers["host"] == f"rebind.example:{host.port}"
             assert host.server_names == ["rebind.example"]  # TLS still verified the name
             # The next fetch (after the cache) sees the rebound answer, and refuses it.
-            fresh = HttpsProfileResolver(ssl_context=tls_client, allow_addresses=["127.0.0.1/32"])
+            fresh = HttpsProfileResolver(
+                ssl_context=tls_client, allow_addresses=["127.0.0.1/32"], allow_ports=ALL_PORTS
+            )
             with pytest.raises(UcpError) as refused:
                 await fresh.resolve(host.url("/p.json", host="rebind.example"))
             assert refused.value.code == INVALID_PROFILE_URL
@@ -385,7 +466,9 @@ async def _answer_in_plain_http(reader: asyncio.StreamReader, writer: asyncio.St
 @asynccontextmanager
 async def _failing_fetch(kind: str, tls: Tls) -> AsyncIterator[tuple[str, HttpsProfileResolver]]:
     """A profile URL on 127.0.0.1 whose fetch fails as `kind` says, and the resolver to try it."""
-    resolver = HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"], read_timeout=0.2)
+    resolver = HttpsProfileResolver(
+        ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS, read_timeout=0.2
+    )
     if kind == "refused":
         with socket.socket() as bound:  # bound, never listening: every connection is refused
             bound.bind(("127.0.0.1", 0))
@@ -402,7 +485,7 @@ async def _failing_fetch(kind: str, tls: Tls) -> AsyncIterator[tuple[str, HttpsP
         async with ProfileServer(tls.server) as host:
             host.routes["/p.json"] = routes.get(kind, Route(gate=host.gate()))
             if kind == "untrusted certificate":  # the default trust store, which lacks the test CA
-                resolver = HttpsProfileResolver(allow_addresses=["127.0.0.1"])
+                resolver = HttpsProfileResolver(allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS)
             yield host.url("/p.json"), resolver
 
 
@@ -424,7 +507,63 @@ async def test_a_failed_fetch_tells_the_platform_its_kind_and_the_log_the_except
     assert len(warnings) == 1
     assert url in warnings[0].getMessage()
     assert told in warnings[0].getMessage()
-    assert logged in caplog.text  # the traceback, with the exception's own text, is in the log
+    assert logged in warnings[0].getMessage()  # the exception's type and text, not its traceback
+    assert warnings[0].exc_info is None
+
+
+def test_the_log_lines_clients_cause_are_bounded_per_window_and_carry_no_traceback(
+    tls: Tls, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Distinct failing URLs, each remembered for its own backoff, as many as a client likes:
+    `LINES_PER_WINDOW` lines a window, none with a traceback (a handler formats it on the
+    event loop), and the next window says how many were left out."""
+    now = [0.0]
+    monkeypatch.setattr(client_log, "_clock", lambda: now[0])
+    caplog.set_level(logging.DEBUG, logger="mcp_negotiation")
+    resolver = HttpsProfileResolver(
+        ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS
+    )
+
+    async def fail(count: int) -> None:
+        for i in range(count):
+            with pytest.raises(UcpError):
+                await resolver.resolve(f"https://127.0.0.1:{port}/p.json?i={i}-{now[0]}")
+
+    with socket.socket() as closed:  # bound, never listening: every connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        asyncio.run(fail(client_log.LINES_PER_WINDOW + 7))
+        now[0] += client_log.WINDOW
+        asyncio.run(fail(1))
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == client_log.LINES_PER_WINDOW + 1
+    assert [r for r in lines if r.exc_info] == []
+    assert lines[-1].getMessage().endswith("(7 more like this not logged)")
+    tracebacks = [r for r in caplog.records if r.levelno == logging.DEBUG and r.exc_info]
+    assert len(tracebacks) == len(lines)  # for an operator who asks for DEBUG
+
+
+def test_no_log_call_of_the_library_above_debug_carries_a_traceback() -> None:
+    """The audit, kept: a traceback is logged at DEBUG only (`client_log` does so), but where
+    the application, not a client, is the cause: `install` runs when a server is built."""
+    offending = []
+    for path in (ROOT / "src" / "mcp_negotiation").rglob("*.py"):
+        if path.name == "install.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "logger"
+            ):
+                continue
+            if node.func.attr == "exception" or (
+                node.func.attr in {"log", "info", "warning", "error", "critical"}
+                and any(keyword.arg == "exc_info" for keyword in node.keywords)
+            ):
+                offending.append(f"{path.name}:{node.lineno}")
+    assert offending == []
 
 
 # -- property: every special IPv4 address in every spelling; IPv6 tunnels --------------------------------

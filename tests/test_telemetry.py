@@ -966,7 +966,8 @@ async def test_a_failing_telemetry_backend_never_reaches_the_server(
     failures = [r for r in caplog.records if "telemetry failed" in r.getMessage()]
     # Legacy, modern and the refusal fail each; a refusal is not built from span_attributes.
     assert len(failures) >= (2 if broken == "span_attributes" else 3)
-    assert all(r.exc_info and "broken telemetry backend" in str(r.exc_info[1]) for r in failures)
+    # The exception's text, not its traceback: a client's request caused the line.
+    assert all("broken telemetry backend" in r.getMessage() and not r.exc_info for r in failures)
     if broken == "span_attributes":
         # The span was started before the failure and is still ended (no leak), bare.
         ours = named(spans.get_finished_spans(), SPAN_NAME)

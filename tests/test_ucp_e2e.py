@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from harness import EXAMPLES, legacy_session, open_streams, serve_http, structured
 from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
 from mcp_negotiation.ucp import (
+    ALL_PORTS,
     UCP_EXTENSION_ID,
     UCP_SESSION_KEY,
     HttpsProfileResolver,
@@ -78,7 +79,10 @@ async def platform(tls: Tls) -> AsyncIterator[ProfileServer]:
 
 
 def _shop(tls: Tls, **options: Any) -> Any:
-    return build(HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"]), **options)
+    return build(
+        HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS),
+        **options,
+    )
 
 
 def _meta_args(url: str) -> dict[str, Any]:
@@ -225,19 +229,22 @@ async def test_modern_clients_see_the_business_in_extensions(tls: Tls) -> None:
 
 
 @asynccontextmanager
-async def _stdio_shop(ca: trustme.CA, tmp_path: Path) -> AsyncIterator[StdioServerParameters]:
+async def _stdio_shop(ca: trustme.CA, tmp_path: Path, port: int) -> AsyncIterator[StdioServerParameters]:
     pem = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(pem))
     yield StdioServerParameters(
         command=sys.executable,
-        args=[str(EXAMPLES / "ucp_shop.py"), "--trust-ca", str(pem), "--allow-address", "127.0.0.1"],
+        args=[
+            *(str(EXAMPLES / "ucp_shop.py"), "--trust-ca", str(pem)),
+            *("--allow-address", "127.0.0.1", "--allow-port", str(port)),
+        ],
     )
 
 
 async def test_stdio_session_extension_and_arguments_path(
     ca: trustme.CA, tmp_path: Path, platform: ProfileServer
 ) -> None:
-    async with _stdio_shop(ca, tmp_path) as params:
+    async with _stdio_shop(ca, tmp_path, platform.port) as params:
         session_default = {"_meta": {UCP_SESSION_KEY: platform.url("/platform.json")}}
         async with (
             open_streams("stdio", params) as streams,

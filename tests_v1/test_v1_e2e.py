@@ -336,6 +336,35 @@ async def test_a_client_that_goes_on_after_a_refused_initialize_is_refused_again
     assert refused.value.error.code == again.value.error.code == -32021
 
 
+@pytest.mark.parametrize(
+    ("revision", "capabilities", "code"),
+    [("9" * 65, {"sampling": {}}, -32602), (NEWEST, {}, -32021)],
+    ids=["malformed", "missing-required"],
+)
+async def test_a_refused_initialize_after_an_accepted_one_answers_only_itself(
+    revision: str, capabilities: dict[str, Any], code: int
+) -> None:
+    """1.x keeps serving a session whose client sends `initialize` again: a refusal of that
+    one answers only itself, and the handshake agreed before stays in force (as on 2.x)."""
+    server = build(Policy(required_capabilities=("sampling",)))
+    again = types.InitializeRequestParams.model_validate(
+        {
+            "protocolVersion": revision,
+            "capabilities": capabilities,
+            "clientInfo": {"name": "c", "version": "1"},
+        }
+    )
+    async with session("memory", server, NEWEST, {"sampling": {}, "elicitation": {}}) as (client, _):
+        with pytest.raises(McpError) as refused:
+            await client.send_request(
+                types.ClientRequest(types.InitializeRequest(params=again)), types.InitializeResult
+            )
+        served = [seen(await client.call_tool("negotiation", {})) for _ in range(2)]
+    assert refused.value.error.code == code
+    assert all(record["supports"]["elicitation"] is True for record in served)
+    assert {record["protocol_version"] for record in served} == {NEWEST}
+
+
 @pytest.mark.parametrize("header", ["2025-03-26", None])
 async def test_stateless_requests_below_the_policy_are_refused(header: str | None) -> None:
     """No session to counter-offer in: the revision the SDK would serve is the one judged."""
@@ -360,3 +389,33 @@ async def test_stateless_requests_below_the_policy_are_refused(header: str | Non
     answer = json.loads(data[0] if data else response.text)
     assert answer["error"]["code"] == -32022
     assert answer["error"]["data"]["requested"] == (header or "2025-03-26")
+
+
+async def test_what_a_session_declared_leaves_with_the_session() -> None:
+    """Sessions whose `initialize` carried ~2.8 MB capability maps, each closed in turn: the
+    adapter's maps are keyed weakly by session, and telemetry and the caches keep no record
+    over 64 KiB, so what stays allocated does not grow with the number of sessions."""
+    import gc
+    import tracemalloc
+
+    server = build()
+    text = "x" * 4_080
+
+    async def open_and_close(i: int) -> None:
+        caps = {"experimental": {f"k{j}": {"v": f"{i}:{j}:{text}"} for j in range(700)}}
+        async with session("memory", server, NEWEST, caps) as (client, _):
+            assert seen(await client.call_tool("negotiation", {}))["capabilities_known"] is True
+
+    tracemalloc.start()
+    try:
+        for i in range(3):  # warm-up: lazy imports, pools
+            await open_and_close(-1 - i)
+        retained = []
+        for start, stop in ((0, 3), (3, 9)):
+            for i in range(start, stop):
+                await open_and_close(i)
+            gc.collect()
+            retained.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert retained[1] - retained[0] < 700 * 4_096  # six more sessions: not even one more kept

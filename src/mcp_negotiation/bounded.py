@@ -1,45 +1,70 @@
-"""Caches whose size no client can grow: the oldest entry goes when a new one arrives.
+"""Caches whose size no client can grow: bounded in entries and in bytes.
 
 Everything cached here is keyed by what clients send (envelopes, profile URLs) or by
 objects made from it, so an unbounded dict would be a memory leak any client could
-drive. First-in-first-out keeps eviction O(1) and needs no bookkeeping on hits, which
-sit on every request's path.
+drive. A bound in entries alone is not enough either: one envelope may carry
+megabytes within the per-string and per-node limits, and a thousand of them would
+hold gigabytes. So each entry is weighed when it is put (an estimate of the bytes it
+keeps alive, see `frozen_json.footprint`), an entry over `MAX_ENTRY_BYTES` is never
+kept (what it holds is made again when next needed), and the oldest entries go when
+either bound would be passed. First-in-first-out keeps eviction O(1) and needs no
+bookkeeping on hits, which sit on every request's path.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
-__all__ = ["BoundedCache", "IdentityCache"]
+__all__ = ["MAX_CACHE_BYTES", "MAX_ENTRY_BYTES", "BoundedCache", "IdentityCache"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+MAX_ENTRY_BYTES: Final = 65_536
+"""The largest entry a cache keeps (estimated bytes); a larger one is used once and dropped."""
+MAX_CACHE_BYTES: Final = 8 * 1024 * 1024
+"""What one cache holds at most (estimated bytes), whatever its limit in entries."""
+
 
 class BoundedCache(dict[K, V]):
-    """A dict of at most `limit` entries; `put` evicts the oldest when full.
+    """A dict of at most `limit` entries and `max_bytes` bytes; `put` evicts the oldest.
 
-    Safe to share between threads: threads inserting at the same moment may each add one
-    entry before they see each other's, and nothing a race does raises.
+    Safe to share between threads: `put` is the only writer and takes a lock; reads are
+    plain dict lookups, which never see a half-made entry.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, max_bytes: int = MAX_CACHE_BYTES) -> None:
         super().__init__()
         if limit < 1:
             raise ValueError(f"limit must be at least 1; got {limit}")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be at least 1; got {max_bytes}")
         self.limit = limit
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        """The sizes of the entries held, as `put` was told them."""
+        self._sizes: dict[K, int] = {}
+        self._lock = threading.Lock()
 
-    def put(self, key: K, value: V) -> None:
-        if key not in self:
-            while len(self) >= self.limit:
-                try:
-                    self.pop(next(iter(self)), None)
-                except (RuntimeError, StopIteration):
-                    # Another thread changed the dict between `iter` and `next` ("changed size
-                    # during iteration"): look again. Never raise into a request for this.
-                    continue
-        self[key] = value
+    def put(self, key: K, value: V, size: int = 0) -> bool:
+        """Keep `value` under `key`, weighing `size` bytes; False, and nothing kept, for an
+        entry over `MAX_ENTRY_BYTES` (or the whole cache's `max_bytes`)."""
+        with self._lock:
+            if key in self:
+                del self[key]
+                self.bytes -= self._sizes.pop(key, 0)
+            if size > min(MAX_ENTRY_BYTES, self.max_bytes):
+                return False
+            while self and (len(self) >= self.limit or self.bytes + size > self.max_bytes):
+                oldest = next(iter(self))
+                del self[oldest]
+                self.bytes -= self._sizes.pop(oldest, 0)
+            self[key] = value
+            self._sizes[key] = size
+            self.bytes += size
+            return True
 
 
 class IdentityCache(Generic[V]):
@@ -48,17 +73,20 @@ class IdentityCache(Generic[V]):
     Records hold read-only mappings and so cannot be hashed; their `id` can, but an id
     is reused once its object is freed. Each entry therefore keeps its objects alive:
     no two live objects share an id, so a hit is always about the very same objects.
+    The `size` given to `put` is what keeping those objects alive costs.
     """
 
-    def __init__(self, limit: int) -> None:
-        self._entries: BoundedCache[tuple[int, ...], tuple[tuple[object, ...], V]] = BoundedCache(limit)
+    def __init__(self, limit: int, max_bytes: int = MAX_CACHE_BYTES) -> None:
+        self._entries: BoundedCache[tuple[int, ...], tuple[tuple[object, ...], V]] = BoundedCache(
+            limit, max_bytes
+        )
 
     def get(self, *objects: object) -> V | None:
         entry = self._entries.get(tuple(map(id, objects)))
         return None if entry is None else entry[1]
 
-    def put(self, value: V, *objects: object) -> None:
-        self._entries.put(tuple(map(id, objects)), (objects, value))
+    def put(self, value: V, *objects: object, size: int = 0) -> bool:
+        return self._entries.put(tuple(map(id, objects)), (objects, value), size)
 
     def __len__(self) -> int:
         return len(self._entries)

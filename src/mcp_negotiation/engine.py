@@ -26,7 +26,8 @@ from time import monotonic
 from typing import Any, Final, Literal
 
 from . import revisions
-from .bounded import BoundedCache
+from .bounded import MAX_ENTRY_BYTES, BoundedCache
+from .client_log import report
 from .errors import NegotiationRefused, Refusal
 from .frozen_json import MARSHAL_VERSION, is_object
 from .negotiation import (
@@ -37,20 +38,18 @@ from .negotiation import (
     Negotiator,
     Policy,
     Transport,
+    retained_size,
 )
 from .ucp.binding import UCP_EXTENSION_ID, UcpNegotiator, advertisement, session_profile_url
 from .ucp.errors import UcpError
 
 __all__ = ["EXEMPT", "Decision", "Engine", "Held", "Inbound", "Repeat", "RepeatMemo"]
 
-logger = logging.getLogger("mcp_negotiation")
 
 EXEMPT: Final = frozenset({"server/discover", "ping"})
 """Methods a client may call without the policy's required capabilities, to learn them."""
 
 MEMO_SIZE: Final = 1_024
-MAX_SHAPE: Final = 65_536
-"""Longest request shape memoised (bytes): bigger envelopes are negotiated every time."""
 
 
 @dataclass(slots=True)
@@ -182,8 +181,10 @@ class RepeatMemo:
         return repeat if repeat is not None and monotonic() < repeat.until else None
 
     def remember(self, key: bytes, published: tuple[Negotiation, Negotiator], traced: Any) -> None:
-        if len(key) <= MAX_SHAPE:
-            self._entries.put(key, Repeat(published, traced, published[1].withdrawals.until))
+        """Memoise `published` under `key`; a shape over `MAX_ENTRY_BYTES` is kept nowhere."""
+        if len(key) <= MAX_ENTRY_BYTES:
+            repeat = Repeat(published, traced, published[1].withdrawals.until)
+            self._entries.put(key, repeat, len(key) + retained_size(published[0]))
 
 
 _ADVERTISED_IN: Final = {"initialize": "experimental", "server/discover": "extensions"}
@@ -218,8 +219,12 @@ class Engine:
             decision = self._decide(message, era, base)
         except NegotiationRefused as refused:
             decision = self._refused(message, modern, refused.refusal)
-        except Exception:
-            logger.exception("mcp_negotiation: negotiation failed unexpectedly; passing the request through")
+        except Exception as error:
+            report(
+                logging.ERROR,
+                "mcp_negotiation: negotiation failed unexpectedly; passing the request through",
+                exc=error,
+            )
             decision = Decision("pass")
         decision.judged = judged
         return decision
@@ -353,13 +358,15 @@ class Engine:
     def handshaken(self, record: Negotiation, params: Any, answered: object) -> Held:
         """What the connection keeps after the SDK answered an accepted `initialize`."""
         if answered != record.protocol_version:
-            logger.warning(
+            report(
+                logging.WARNING,
                 "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
                 answered,
                 record.protocol_version,
             )
         if record.degraded:
-            logger.info(
+            report(
+                logging.INFO,
                 "mcp_negotiation: a client at %s loses %s%s",
                 record.protocol_version,
                 ", ".join(sorted(record.degraded)),

@@ -7,11 +7,13 @@ Each caller turns `NotFreezable` into its own protocol's error.
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final, TypeGuard
 
-__all__ = ["MARSHAL_VERSION", "Budget", "NotFreezable", "freeze", "is_object", "thaw"]
+__all__ = ["MARSHAL_VERSION", "Budget", "NotFreezable", "footprint", "freeze", "is_object", "thaw"]
 
 MARSHAL_VERSION: Final = 2
 """For `marshal.dumps` of JSON values (cache keys, copies): the newest format without
@@ -19,6 +21,13 @@ back-references, so the same values always give the same bytes."""
 
 _MAX_INT_BITS: Final = 1_024
 """Wider integers are refused: no peer sends one, and printing one can fail."""
+_CONTAINER: Final = 64
+"""What a container costs in CPython beyond its items: object header, hash table or array
+(a read-only mapping is a proxy and its dict: more, which `_SLOT` per item covers)."""
+_SLOT: Final = 24
+"""What one item of a container costs in CPython: its pointers and hash-table slot."""
+_SCALAR: Final = 32
+"""A number, boolean or null: a small object (a shared one, for booleans and null)."""
 
 
 def is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
@@ -77,6 +86,31 @@ def freeze(
             for item in value
         )
     raise NotFreezable(f"holds a {type(value).__name__}, which is not JSON")
+
+
+def footprint(value: Any, cap: float = math.inf) -> int:
+    """About how many bytes `value` (JSON values, as `freeze` makes them) holds in memory.
+
+    Strings are weighed exactly (`sys.getsizeof`), other objects by typical sizes: an
+    estimate, good enough to bound a cache in bytes. The count stops once it passes
+    `cap`, so weighing a huge value costs no more than weighing `cap` bytes of it.
+    """
+    total = 0
+    pending = [value]
+    while pending and total <= cap:
+        item = pending.pop()
+        if isinstance(item, str):
+            total += sys.getsizeof(item)
+        elif isinstance(item, Mapping):
+            total += _CONTAINER + _SLOT * len(item)
+            pending += item.keys()
+            pending += item.values()
+        elif isinstance(item, tuple | list):
+            total += _CONTAINER + _SLOT * len(item)
+            pending += item
+        else:
+            total += _SCALAR
+    return total
 
 
 def thaw(value: Any) -> Any:

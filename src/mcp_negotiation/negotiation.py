@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from . import revisions
-from .bounded import BoundedCache
+from .bounded import MAX_ENTRY_BYTES, BoundedCache
 from .errors import (
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -26,7 +26,7 @@ from .errors import (
     NegotiationRefused,
     Refusal,
 )
-from .frozen_json import MARSHAL_VERSION, Budget, NotFreezable, freeze, is_object, thaw
+from .frozen_json import MARSHAL_VERSION, Budget, NotFreezable, footprint, freeze, is_object, thaw
 from .revisions import FEATURES, Era
 
 if TYPE_CHECKING:
@@ -70,9 +70,8 @@ _CACHE_SIZE: Final = 1_024
 _DATE_RECHECK_SECONDS: Final = 60.0
 """How often an unpinned clock is read again: `date.today()` costs a microsecond, too
 much for every request, and a deprecation closing a minute late harms no one."""
-_MAX_CACHED_ENVELOPE: Final = 65_536
-"""Envelopes whose encoding and headers together are longer than this are negotiated but not
-cached (bounded memory)."""
+_RECORD: Final = 256
+"""What a `Negotiation` costs beyond its maps: the object, its fields, the shared sets."""
 
 Transport = Literal["stdio", "http", "memory", "unknown"]
 Outcome = Literal["accepted", "counter_offered"]
@@ -183,11 +182,12 @@ class Policy:
             "required_capabilities",
             capability_names(self.required_capabilities, "required_capabilities"),
         )
-        if self.ucp is not None:
-            from .ucp.binding import UcpPolicy
-
-            if not isinstance(self.ucp, UcpPolicy):
-                raise ValueError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
+        # A UcpPolicy is recognised by its class name and what it holds, not imported: the UCP
+        # binding builds on this module, and the core keeps its imports one way.
+        if self.ucp is not None and (
+            type(self.ucp).__name__ != "UcpPolicy" or not hasattr(self.ucp, "business")
+        ):
+            raise ValueError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
         withhold = frozenset((self.withhold,) if isinstance(self.withhold, str) else self.withhold)
         for name in withhold:
             if not _is_feature_name(name, client_only=False):
@@ -308,6 +308,14 @@ def _is_withheld(name: str, withheld: frozenset[str]) -> bool:
     return bool(withheld) and (
         name in withheld or name.split(".", 1)[0] in withheld or ("/" in name and "extensions" in withheld)
     )
+
+
+def retained_size(record: Negotiation) -> int:
+    """About how many bytes keeping `record` keeps alive: what the caches holding records
+    weigh it by. Counted up to just past `MAX_ENTRY_BYTES` (over it, no cache keeps it);
+    a UCP agreement it carries is the business's, bounded by its profile, and not counted."""
+    maps = (record.client_capabilities, record.client_info, record.headers)
+    return _RECORD + footprint(maps, MAX_ENTRY_BYTES)
 
 
 def supports(negotiation: Negotiation, feature: str) -> bool:
@@ -589,7 +597,7 @@ class Negotiator:
             cached = self._cache.get(key)
             if cached is None:
                 cached = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
-                self._keep(key, cached, len(text), headers)
+                self._keep(key, cached, len(text))
             record = cached
         return self._check_required(record) if check_required else record
 
@@ -661,10 +669,11 @@ class Negotiator:
             withheld=withdrawn,
             headers=headers,
         )
-        self._keep(key, record, len(protocol_version), headers)
+        self._keep(key, record, len(protocol_version))
         return record
 
-    def _keep(self, key: tuple[Any, ...], record: Negotiation, size: int, headers: Mapping[str, str]) -> None:
-        """Cache `record` unless what it was made from is too big to keep 1,024 of."""
-        if size + sum(map(len, headers.values())) <= _MAX_CACHED_ENVELOPE:
-            self._cache.put(key, record)
+    def _keep(self, key: tuple[Any, ...], record: Negotiation, size: int) -> None:
+        """Cache `record` under `key` (whose own text is `size` bytes), unless the two are too
+        big to keep (see `bounded`): then it is negotiated again on each request."""
+        if size <= MAX_ENTRY_BYTES:
+            self._cache.put(key, record, size + retained_size(record))

@@ -35,9 +35,10 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from . import otel_seam, revisions
 from .bounded import IdentityCache
+from .client_log import report
 from .engine import Decision
 from .errors import Refusal
-from .negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport
+from .negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport, retained_size
 
 __all__ = [
     "MAX_LIST",
@@ -50,7 +51,6 @@ __all__ = [
     "span_attributes",
 ]
 
-logger = logging.getLogger("mcp_negotiation")
 
 SPAN_NAME: Final = "capability_negotiated"
 MAX_LIST: Final = 32
@@ -240,8 +240,8 @@ def _emit(
     try:
         _tally(labels).add()
         _duration.record(duration, dict(zip(LABEL_KEYS, labels, strict=True)))
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
     parent = trace.get_current_span()
     context = None
     if carrier is not None and not parent.get_span_context().is_valid:
@@ -264,12 +264,12 @@ def _emit(
                 if correct_parent and _is_sdk_initialize_span(parent):
                     # The SDK's initialize span records its pre-negotiation seed; the agreed one is ours.
                     parent.set_attribute("mcp.protocol.version", attributes["mcp.protocol.version"])
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
     try:
         span.end(end_time=end)
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
     return span.get_span_context() if recorded else None
 
 
@@ -294,8 +294,8 @@ def repeated(traced: Traced) -> bool:
                 return False
             parent.add_link(traced.context)
         traced.count()
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
     return True
 
 
@@ -324,12 +324,12 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
             return None
         if traced is None:
             traced = Traced(context, labels)
-            _traced.put(traced, record)
+            _traced.put(traced, record, size=retained_size(record))
         else:
             traced.context = context  # first seen while nothing recorded: repeats link here now
         return traced
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
         return None
 
 
@@ -380,8 +380,8 @@ def record_refusal(
             return attributes
 
         _emit(build, _metric_labels(era, None, "refused"), duration, str(refusal.code), False, carrier)
-    except Exception:
-        logger.exception(_FAILED)
+    except Exception as problem:
+        report(logging.ERROR, _FAILED, exc=problem)
 
 
 def record_decision(

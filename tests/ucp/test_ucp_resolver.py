@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import socket
 import threading
 from pathlib import Path
@@ -19,6 +20,7 @@ import httpx2
 import pytest
 
 from mcp_negotiation.ucp import (
+    ALL_PORTS,
     INVALID_PROFILE_URL,
     PROFILE_MALFORMED,
     PROFILE_UNREACHABLE,
@@ -28,6 +30,7 @@ from mcp_negotiation.ucp import (
     UcpError,
     is_special_address,
 )
+from mcp_negotiation.ucp.resolver import MIN_BODY_CAP
 from profile_server import BODY, DOCUMENT, ProfileServer, Route, Tls
 
 pytestmark = pytest.mark.anyio
@@ -50,6 +53,7 @@ def clock() -> Clock:
 
 def make_resolver(tls: Tls, clock: Clock, **options: Any) -> HttpsProfileResolver:
     options.setdefault("allow_addresses", {"127.0.0.1", "::1"})
+    options.setdefault("allow_ports", ALL_PORTS)
     return HttpsProfileResolver(ssl_context=tls.client, clock=clock, **options)
 
 
@@ -108,7 +112,9 @@ async def test_connects_to_the_checked_address_and_keeps_the_name_for_tls(tls: T
 async def test_refuses_an_untrusted_certificate(tls: Tls, clock: Clock) -> None:
     async with ProfileServer(tls.server) as server:
         server.routes["/p.json"] = Route()
-        resolver = HttpsProfileResolver(allow_addresses={"127.0.0.1"}, clock=clock)  # default trust store
+        resolver = HttpsProfileResolver(
+            allow_addresses={"127.0.0.1"}, allow_ports=ALL_PORTS, clock=clock
+        )  # default trust store
         assert await failure(resolver, server.url("/p.json")) == PROFILE_UNREACHABLE
         assert server.requests == []
 
@@ -248,11 +254,20 @@ async def test_cache_control_max_age_is_honoured_within_bounds(
         assert len(server.requests) == 2
 
 
-async def test_cache_is_a_bounded_lru(tls: Tls, clock: Clock) -> None:
+@pytest.mark.parametrize("bound", ["entries", "bytes"])
+async def test_cache_is_a_bounded_lru(tls: Tls, clock: Clock, bound: str) -> None:
+    """Room for two profiles, by `cache_size`, or by `cache_bytes` of documents near the body cap."""
+    body = BODY
+    options: dict[str, Any] = {"cache_size": 2}
+    if bound == "bytes":
+        padded = json.loads(BODY)
+        padded["padding"] = "x" * (MIN_BODY_CAP - len(BODY) - 100)
+        body = json.dumps(padded).encode()
+        options = {"max_body_bytes": MIN_BODY_CAP, "cache_bytes": 2 * MIN_BODY_CAP + 100}
     async with ProfileServer(tls.server) as server:
         for name in "abc":
-            server.routes[f"/{name}.json"] = Route()
-        resolver = make_resolver(tls, clock, cache_size=2)
+            server.routes[f"/{name}.json"] = Route(body=body)
+        resolver = make_resolver(tls, clock, **options)
         for name in "abab":
             await resolver.resolve(server.url(f"/{name}.json"))
         assert len(server.requests) == 2
@@ -261,6 +276,11 @@ async def test_cache_is_a_bounded_lru(tls: Tls, clock: Clock) -> None:
         assert len(server.requests) == 3
         await resolver.resolve(server.url("/a.json"))
         assert len(server.requests) == 4
+
+
+def test_the_cache_holds_at_least_one_profile_at_the_body_cap() -> None:
+    with pytest.raises(ValueError, match="cache_bytes must be at least max_body_bytes"):
+        HttpsProfileResolver(cache_bytes=MIN_BODY_CAP)
 
 
 async def test_failures_back_off_and_the_backoff_grows(tls: Tls, clock: Clock) -> None:
@@ -418,6 +438,35 @@ async def test_the_allow_list_is_exact(tls: Tls, clock: Clock) -> None:
         assert await failure(resolver, "https://[::1]/p.json") == INVALID_PROFILE_URL
         assert await failure(resolver, "https://2130706433/p.json") == INVALID_PROFILE_URL
         assert len(server.requests) == 1
+
+
+@pytest.mark.usefixtures("no_connection", "no_dns")
+@pytest.mark.parametrize("port", [":22", ":6379", ":8443", ":80"])
+async def test_only_port_443_is_fetched_from_by_default(clock: Clock, port: str) -> None:
+    """A public host on another port would have the business talk to whatever listens there."""
+    with pytest.raises(UcpError) as refused:
+        await HttpsProfileResolver(clock=clock).resolve(f"https://93.184.216.34{port}/p.json")
+    assert refused.value.code == INVALID_PROFILE_URL
+    assert (
+        refused.value.message
+        == "the profile URL names a port profiles are not fetched from (only 443 is allowed)"
+    )
+
+
+async def test_allow_ports_opens_exactly_the_ports_it_lists(tls: Tls, clock: Clock) -> None:
+    async with ProfileServer(tls.server) as server:
+        server.routes["/p.json"] = Route()
+        only = make_resolver(tls, clock, allow_ports=[server.port])
+        assert await only.resolve(server.url("/p.json")) == PROFILE
+        assert await failure(only, f"https://127.0.0.1:{server.port + 1}/p.json") == INVALID_PROFILE_URL
+        assert (
+            await failure(make_resolver(tls, clock, allow_ports=()), server.url("/p.json"))
+            == INVALID_PROFILE_URL
+        )
+        assert (
+            await make_resolver(tls, clock, allow_ports=ALL_PORTS).resolve(server.url("/p.json")) == PROFILE
+        )
+        assert len(server.requests) == 2
 
 
 PUBLIC_ADDRESSES = ("93.184.216.34", "2606:4700::1111")

@@ -21,12 +21,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
 from .. import revisions, telemetry
+from ..client_log import report
 from ..errors import INVALID_PARAMS, Refusal
 from ..negotiation import Policy
 
 __all__ = ["JUDGED_MARK", "RefusalRecorder", "record_refusals_asgi"]
 
-logger = logging.getLogger("mcp_negotiation")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -150,5 +150,5 @@ def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], d
             # session: an `Mcp-Session-Id` header here is the client's word, not the SDK's.
             session_id=None,
         )
-    except Exception:
-        logger.debug("mcp_negotiation: could not read a refused response", exc_info=True)
+    except Exception as problem:
+        report(logging.DEBUG, "mcp_negotiation: could not read a refused response", exc=problem)

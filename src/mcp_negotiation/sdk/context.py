@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
+from ..client_log import report
 from ..errors import NoNegotiation, Refusal
 from ..negotiation import Negotiation, Negotiator, capability_names, supports
 from ..ucp.binding import with_agreement
@@ -32,7 +33,6 @@ __all__ = [
     "requires_ucp",
 ]
 
-logger = logging.getLogger("mcp_negotiation")
 
 _current: ContextVar[tuple[Negotiation, Negotiator] | None] = ContextVar(
     "mcp_negotiation.current", default=None
@@ -118,8 +118,10 @@ def _scoped_ucp(
     ucp_policy = entry[1].policy.ucp if entry is not None else None
     if entry is not None and ucp_policy is None:
         # The server's mistake, not the platform's: it must not be told it sent no profile.
-        logger.error(
-            "mcp_negotiation: @requires_ucp(%r) on a server whose Policy has no ucp=UcpPolicy()", root
+        report(
+            logging.ERROR,
+            "mcp_negotiation: @requires_ucp(%r) on a server whose Policy has no ucp=UcpPolicy()",
+            root,
         )
         raise_refusal(Refusal(-32603, "this server is not configured for UCP"))
     agreement = entry[0].ucp if entry is not None else None

@@ -20,6 +20,7 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from .. import telemetry
+from ..client_log import report
 from ..engine import Decision, Engine, Inbound
 from ..negotiation import Negotiation, Negotiator, Policy, Transport
 from . import seams
@@ -105,7 +106,7 @@ class NegotiationMiddleware:
         """A legacy `initialize`: steer the SDK's answer to the agreed revision, then keep the
         record for the session and trace it."""
         if not seams.steer_initialize(ctx, record.protocol_version):
-            logger.warning("mcp_negotiation: cannot steer the initialize answer; the SDK will choose")
+            report(logging.WARNING, "mcp_negotiation: cannot steer the initialize answer; the SDK chooses")
             return await call_next(ctx)
         engine = self.engine
         result = await _publish(ctx, call_next, (record, engine.negotiator))

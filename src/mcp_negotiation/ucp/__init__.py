@@ -44,9 +44,10 @@ if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
         platform_profile_url,
         session_profile_url,
     )
-    from .resolver import HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
+    from .resolver import ALL_PORTS, HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
 
 __all__ = [
+    "ALL_PORTS",
     "CAPABILITIES_INCOMPATIBLE",
     "INVALID_PROFILE_URL",
     "MAX_HEADER_LENGTH",
@@ -84,6 +85,7 @@ __all__ = [
 ]
 
 _IN_RESOLVER: Final = frozenset(
+    {"ALL_PORTS"} |
     {"HttpsProfileResolver", "ProfileResolver", "StaticResolver", "is_special_address"}
 )
 """The names of the one module that loads an HTTP client; the others are `binding`'s."""

@@ -8,13 +8,16 @@ The resolver that fetches profiles is injected; the SDK adapter calls `UcpNegoti
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from ..bounded import BoundedCache, IdentityCache
+from ..client_log import report
 from ..frozen_json import is_object
+from ..negotiation import retained_size
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, VERSION_UNSUPPORTED, UcpError
 from .header import parse_ucp_agent, validate_profile_url
 from .negotiate import UcpAgreement, negotiate_capabilities
@@ -45,8 +48,6 @@ UCP_EXTENSION_ID: Final = "dev.ucp/profile"
 ones (the 2025 wire schema strips `extensions`)."""
 
 _AGREEMENT_CACHE: Final = 1_024
-
-logger = logging.getLogger("mcp_negotiation")
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ def with_agreement(record: Negotiation, agreement: UcpAgreement) -> Negotiation:
     scoped = _WITH_AGREEMENT.get(record, agreement)
     if scoped is None:
         scoped = replace(record, ucp=agreement)
-        _WITH_AGREEMENT.put(scoped, record, agreement)
+        _WITH_AGREEMENT.put(scoped, record, agreement, size=retained_size(record))
     return scoped
 
 
@@ -235,8 +236,8 @@ class UcpNegotiator:
 
     def __init__(self, policy: UcpPolicy) -> None:
         self.policy = policy
-        self._agreements: BoundedCache[str, tuple[Profile, Profile, UcpAgreement]] = BoundedCache(
-            _AGREEMENT_CACHE
+        self._agreements: BoundedCache[str, tuple[weakref.ref[Profile], Profile, UcpAgreement]] = (
+            BoundedCache(_AGREEMENT_CACHE)
         )
 
     async def for_call(
@@ -268,12 +269,14 @@ class UcpNegotiator:
             if older is not None:
                 business = await self._business_at(platform.version, older)
             known = self._agreements.get(url)
-            if known is not None and known[0] is platform and known[1] is business:
+            if known is not None and known[0]() is platform and known[1] is business:
                 return known[2]
             agreement = negotiate_capabilities(business, platform)
         except UcpError as failure:
             raise self.policy.offered(failure) from None
-        self._agreements.put(url, (platform, business, agreement))
+        # The platform's profile by weak reference: the resolver decides how long a profile
+        # (up to its body cap) is kept, not this map. The agreement is the business's size.
+        self._agreements.put(url, (weakref.ref(platform), business, agreement), len(url))
         return agreement
 
     async def _business_at(self, version: str, url: str) -> Profile:
@@ -290,7 +293,8 @@ class UcpNegotiator:
             if profile.version != version:
                 raise UcpError(PROFILE_MALFORMED, f"it declares ucp.version {profile.version}")
         except UcpError as failure:
-            logger.warning(
+            report(
+                logging.WARNING,
                 "mcp_negotiation: the business profile for UCP %s at %s is unusable (%s: %s);"
                 " pin it with UcpPolicy(supported_profiles=...)",
                 version,
@@ -314,10 +318,10 @@ async def _resolve(resolver: ProfileResolver, url: str) -> Profile:
             raise TypeError(f"the resolver returned a {type(profile).__name__}, not a Profile")
     except UcpError:
         raise
-    except Exception:
+    except Exception as error:
         # A resolver is pluggable code: its bug or an unmapped I/O error must not reach the
         # client as an internal error (nor leak its message); to the platform the profile
         # could not be fetched.
-        logger.warning("mcp_negotiation: the profile resolver failed unexpectedly", exc_info=True)
+        report(logging.WARNING, "mcp_negotiation: the profile resolver failed unexpectedly", exc=error)
         raise UcpError(PROFILE_UNREACHABLE, "the platform profile could not be resolved") from None
     return profile

@@ -14,11 +14,13 @@ refuse the same things.
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Final
 from urllib.parse import urlsplit
 
 import http_sf
 
+from ..client_log import report
 from .errors import INVALID_PROFILE_URL, UcpError
 
 __all__ = ["MAX_HEADER_LENGTH", "MAX_URL_LENGTH", "parse_ucp_agent", "validate_profile_url"]
@@ -40,7 +42,7 @@ def _refuse_duplicate_profile(key: str, context: str) -> None:
     # RFC 8941 lets the last duplicate win; two profiles in one header is ambiguity
     # that only an attacker or a bug produces, so it is refused rather than resolved.
     if key == "profile" and context == "dictionary":
-        raise http_sf.StructuredFieldError("duplicate profile member")
+        raise _invalid("the UCP-Agent header has a duplicate profile member")  # (through the parser)
 
 
 def validate_profile_url(url: object) -> str:
@@ -70,8 +72,9 @@ def _checked(url: str) -> str:
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as exc:
-        raise _invalid(f"the profile URL does not parse: {exc}") from None
+    except ValueError as exc:  # a port that is no number or out of range, a bad IPv6 literal
+        report(logging.DEBUG, "mcp_negotiation: a profile URL does not parse", exc=exc)
+        raise _invalid("the profile URL does not parse") from None
     if parts.scheme.lower() != "https":
         raise _invalid("the profile URL must use https")
     if parts.username is not None or parts.password is not None:
@@ -96,7 +99,8 @@ def parse_ucp_agent(value: str | bytes) -> str:
         raw = value if isinstance(value, bytes) else value.encode("ascii")
         parsed = http_sf.parse(raw, tltype="dictionary", on_duplicate_key=_refuse_duplicate_profile)
     except (UnicodeError, http_sf.StructuredFieldError) as exc:
-        raise _invalid(f"the UCP-Agent header is not an RFC 8941 dictionary: {exc}") from None
+        report(logging.DEBUG, "mcp_negotiation: a UCP-Agent header does not parse", exc=exc)
+        raise _invalid("the UCP-Agent header is not an RFC 8941 dictionary") from None
     if not isinstance(parsed, dict) or not parsed:
         raise _invalid("the UCP-Agent header is empty")
     if "profile" not in parsed:

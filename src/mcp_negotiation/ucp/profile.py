@@ -19,6 +19,7 @@ which samples still ship.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
@@ -26,6 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final, TypeAlias, TypeGuard
 
+from ..client_log import report
 from ..frozen_json import Budget, NotFreezable, freeze
 from ..revisions import is_date_version
 from .errors import PROFILE_MALFORMED, UcpError
@@ -194,7 +196,7 @@ def _supported_versions(raw: object) -> dict[str, str]:
     return result
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Profile:
     """The parts of a UCP profile that negotiation reads.
 
@@ -248,7 +250,8 @@ class Profile:
         except (ValueError, RecursionError) as exc:
             # ValueError covers bad JSON, bad UTF-8 and over-long integers; RecursionError
             # deeply nested arrays, which the stdlib parser walks recursively.
-            raise _malformed(f"the profile is not JSON: {type(exc).__name__}") from None
+            report(logging.DEBUG, "mcp_negotiation: a profile is not JSON", exc=exc)
+            raise _malformed("the profile is not JSON") from None
         return cls.from_json(obj)
 
     @classmethod

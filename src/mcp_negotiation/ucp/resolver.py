@@ -21,7 +21,9 @@ Failures map to the specification's codes, which say who is at fault:
   `identity` was asked for.
 
 A failed fetch is told to the platform in a fixed phrase per kind of failure; the
-exception itself goes to the operator's log (see `_fetch_failure`).
+exception itself goes to the operator's log (see `_fetch_failure`), in one line per
+fetch without its traceback, within the budget of `client_log`: a failure is remembered
+for its backoff, so a URL costs at most one line per backoff window.
 
 Profiles are cached (bounded LRU, fresh for `Cache-Control: max-age` less the `Age` the
 response already has, as RFC 9111 computes it, but at least 60 s whatever the headers
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import ipaddress
 import logging
 import re
@@ -43,7 +46,7 @@ import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
@@ -57,11 +60,14 @@ else:
     except ImportError:  # mcp 1.x installs httpx, whose API httpx2 keeps
         import httpx as httpx2
 
+from ..client_log import report
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, UcpError, UcpErrorCode
 from .header import validate_profile_url
 from .profile import Profile, ProfileSource
 
 __all__ = [
+    "ALL_PORTS",
+    "DEFAULT_CACHE_BYTES",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_MAX_BODY_BYTES",
     "MAX_FAILURE_BACKOFF",
@@ -79,8 +85,6 @@ __all__ = [
     "is_special_address",
 ]
 
-logger = logging.getLogger("mcp_negotiation")
-
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -88,11 +92,16 @@ DEFAULT_MAX_BODY_BYTES: Final = 256 * 1024
 MIN_BODY_CAP: Final = 128 * 1024
 """The specification's floor for the body cap: a smaller one would refuse real profiles."""
 DEFAULT_CACHE_SIZE: Final = 1024
+DEFAULT_CACHE_BYTES: Final = 16 * 1024 * 1024
+"""Bytes of profile documents a resolver's cache holds at most (64 profiles at the body cap)."""
 MIN_TTL: Final = 60.0
 MAX_TTL: Final = 24 * 3600.0
 MIN_FAILURE_BACKOFF: Final = 1.0
 """Seconds a first failure is remembered; each further consecutive failure doubles it."""
 MAX_FAILURE_BACKOFF: Final = 300.0
+HTTPS_PORT: Final = 443
+ALL_PORTS: Final = range(1, 65536)
+"""`allow_ports=ALL_PORTS`: a profile may be fetched from any port (tests, private deployments)."""
 
 _MAX_AGE: Final = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?([0-9]+)\"?\s*(?:,|$)", re.IGNORECASE)
 _LARGEST_DELTA: Final = 2**31
@@ -230,8 +239,9 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         cause = cause.__cause__ or cause.__context__
 
 
-def _fetch_failure(parts: SplitResult, address: IPAddress, exc: httpx2.HTTPError) -> str:
-    """The phrase a failed fetch is reported to the platform with; the exception is logged.
+def _fetch_failure(parts: SplitResult, addresses: list[IPAddress], exc: httpx2.HTTPError) -> str:
+    """The phrase a failed fetch is reported to the platform with; the exception is logged,
+    once for the fetch, whichever of the host's `addresses` it failed at.
 
     The exception's own text describes this server rather than the profile host: the
     HTTP stack's class names, OpenSSL's messages with the interpreter's C source
@@ -250,12 +260,13 @@ def _fetch_failure(parts: SplitResult, address: IPAddress, exc: httpx2.HTTPError
         phrase = next(
             (text for kind, text in _FETCH_FAILURES if isinstance(exc, kind)), "fetching the profile failed"
         )
-    logger.warning(
+    report(
+        logging.WARNING,
         "mcp_negotiation: fetching the profile %s from %s failed (%s)",
         urlunsplit(parts),
-        address,
+        " or ".join(map(str, addresses)),
         phrase,
-        exc_info=exc,
+        exc=exc,
     )
     return phrase
 
@@ -361,6 +372,7 @@ class SharedProfileCache(Protocol):
 class _Fresh:
     profile: Profile
     expires: float
+    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,17 +383,25 @@ class _Failed:
     attempts: int
 
 
+def _weight(url: str, entry: _Fresh | _Failed) -> int:
+    return len(url) + (entry.size if isinstance(entry, _Fresh) else 0)
+
+
 class HttpsProfileResolver:
     """The default resolver: fetches profiles over HTTPS with the protections UCP asks for.
 
     `allow_addresses` lists addresses or networks (`"127.0.0.1"`, `"10.0.0.0/8"`) that
     may be fetched although they are special-use: for tests and for deliberately
-    private deployments. `ssl_context` replaces the default trust store, e.g. to trust
-    a test CA. `clock` (monotonic seconds) drives the cache and backoff, so tests can
-    move time instead of waiting for it. `shared_cache` (e.g. a
-    `shared_cache.RedisProfileCache`) lets the replicas of a fleet fetch each profile once
-    per TTL between them; this resolver's own cache still answers first, so a profile it
-    holds fresh costs no round trip to the store.
+    private deployments. Profiles are fetched from port 443 only, whatever the URL says:
+    a platform naming `:22` or `:6379` would otherwise have the business probe or talk to
+    those services. `allow_ports` lists the other ports that may be fetched from
+    (`ALL_PORTS` for any). `ssl_context` replaces the default trust store, e.g. to trust
+    a test CA. The cache keeps at most `cache_size` profiles and `cache_bytes` bytes of
+    their documents, least recently used first out. `clock` (monotonic seconds) drives
+    the cache and backoff, so tests can move time instead of waiting for it. `shared_cache`
+    (e.g. a `shared_cache.RedisProfileCache`) lets the replicas of a fleet fetch each
+    profile once per TTL between them; this resolver's own cache still answers first, so a
+    profile it holds fresh costs no round trip to the store.
     """
 
     def __init__(
@@ -389,11 +409,13 @@ class HttpsProfileResolver:
         *,
         ssl_context: ssl.SSLContext | None = None,
         allow_addresses: Iterable[str | IPAddress | IPNetwork] = (),
+        allow_ports: Iterable[int] = (),
         connect_timeout: float = 5.0,
         read_timeout: float = 5.0,
         total_timeout: float = 10.0,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
         clock: Callable[[], float] = time.monotonic,
         shared_cache: SharedProfileCache | None = None,
     ) -> None:
@@ -401,14 +423,22 @@ class HttpsProfileResolver:
             raise ValueError(f"max_body_bytes must be at least {MIN_BODY_CAP}")
         if cache_size < 1:
             raise ValueError("cache_size must be positive")
+        if cache_bytes < max_body_bytes:
+            raise ValueError(f"cache_bytes must be at least max_body_bytes ({max_body_bytes})")
         self._ssl_context = ssl_context if ssl_context is not None else httpx2.create_ssl_context()
         self._allowed = tuple(ipaddress.ip_network(item, strict=False) for item in allow_addresses)
+        self._ports: Container[int] = (
+            allow_ports if isinstance(allow_ports, range) else frozenset(allow_ports)
+        )
         self._timeout = httpx2.Timeout(
             connect=connect_timeout, read=read_timeout, write=read_timeout, pool=None
         )
         self._total_timeout = total_timeout
         self._max_body_bytes = max_body_bytes
         self._cache_size = cache_size
+        self._cache_bytes = cache_bytes
+        self._cache_held = 0
+        """Bytes the cache holds, as `_weight` counts them."""
         self._clock = clock
         self._shared = shared_cache
         self._cache: OrderedDict[str, _Fresh | _Failed] = OrderedDict()
@@ -440,10 +470,18 @@ class HttpsProfileResolver:
         return None
 
     def _remember(self, url: str, entry: _Fresh | _Failed) -> None:
+        """Cache `entry`, evicting the least recently used past `cache_size` or `cache_bytes`
+        (a profile weighs its document's bytes, every entry its URL's)."""
+        self._forget(url)
         self._cache[url] = entry
-        self._cache.move_to_end(url)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        self._cache_held += _weight(url, entry)
+        while len(self._cache) > self._cache_size or self._cache_held > self._cache_bytes:
+            self._forget(next(iter(self._cache)))
+
+    def _forget(self, url: str) -> None:
+        entry = self._cache.pop(url, None)
+        if entry is not None:
+            self._cache_held -= _weight(url, entry)
 
     def _settled(self, url: str, task: asyncio.Task[Profile]) -> None:
         if self._inflight.get(url) is task:
@@ -464,13 +502,15 @@ class HttpsProfileResolver:
                 url, _Failed(outcome.code, outcome.message, self._clock() + outcome.backoff, outcome.attempts)
             )
             raise UcpError(outcome.code, outcome.message)
-        self._remember(url, _Fresh(outcome.profile, self._clock() + outcome.ttl))
+        self._remember(url, _Fresh(outcome.profile, self._clock() + outcome.ttl, len(outcome.body)))
         return outcome.profile
 
     async def _fetch(self, url: str) -> tuple[bytes, float]:
         parts = urlsplit(url)
         host = parts.hostname or ""
-        port = parts.port or 443
+        port = parts.port or HTTPS_PORT
+        if port != HTTPS_PORT and port not in self._ports:
+            raise _invalid("the profile URL names a port profiles are not fetched from (only 443 is allowed)")
         try:
             async with asyncio.timeout(self._total_timeout):
                 addresses = await self._addresses(host, port)
@@ -510,20 +550,16 @@ class HttpsProfileResolver:
     async def _get_any(
         self, parts: SplitResult, host: str, port: int, addresses: list[IPAddress]
     ) -> tuple[bytes, float]:
-        failure = ""
-        for address in addresses:
-            try:
-                return await self._get(parts, host, port, address)
-            except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-                # Try the host's next address, as a browser would.
-                failure = _fetch_failure(parts, address, exc)
-            except httpx2.HTTPError as exc:
-                raise UcpError(PROFILE_UNREACHABLE, _fetch_failure(parts, address, exc)) from None
-        raise UcpError(PROFILE_UNREACHABLE, failure)
+        try:
+            for address in addresses[:-1]:
+                with contextlib.suppress(httpx2.ConnectError, httpx2.ConnectTimeout):
+                    return await self._get(parts, host, port, address)
+                # (else the host's next address, as a browser would)
+            return await self._get(parts, host, port, addresses[-1])
+        except httpx2.HTTPError as exc:
+            raise UcpError(PROFILE_UNREACHABLE, _fetch_failure(parts, addresses, exc)) from None
 
-    async def _get(
-        self, parts: SplitResult, host: str, port: int, address: IPAddress
-    ) -> tuple[bytes, float]:
+    async def _get(self, parts: SplitResult, host: str, port: int, address: IPAddress) -> tuple[bytes, float]:
         literal = f"[{address}]" if address.version == 6 else str(address)
         target = urlunsplit(("https", f"{literal}:{port}", parts.path or "/", parts.query, ""))
         headers = {
