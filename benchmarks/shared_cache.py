@@ -34,7 +34,7 @@ import trustme
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from mcp_negotiation.ucp import HttpsProfileResolver  # noqa: E402
+from mcp_negotiation.ucp import ALL_PORTS, HttpsProfileResolver  # noqa: E402
 from mcp_negotiation.ucp.shared_cache import RedisProfileCache  # noqa: E402
 from profile_server import ProfileServer, Route, make_tls  # noqa: E402
 from services import redis_server  # noqa: E402
@@ -56,10 +56,17 @@ async def measure(calls: int) -> list[str]:
             url = host.url("/p.json")
             caches = [RedisProfileCache(store.url) for _ in range(REPLICAS)]
             fleet = [
-                HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"], shared_cache=c)
+                HttpsProfileResolver(
+                    ssl_context=tls.client,
+                    allow_addresses=["127.0.0.1"],
+                    allow_ports=ALL_PORTS,
+                    shared_cache=c,
+                )
                 for c in caches
             ]
-            alone = HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"])
+            alone = HttpsProfileResolver(
+                ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS
+            )
 
             before = commands(inspect)
             await asyncio.gather(*(replica.resolve(url) for replica in fleet for _ in range(100)))

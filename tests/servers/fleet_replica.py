@@ -25,7 +25,7 @@ from mcp.server.mcpserver import Context
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
 from mcp_negotiation import negotiation_of
-from mcp_negotiation.ucp import HttpsProfileResolver
+from mcp_negotiation.ucp import ALL_PORTS, HttpsProfileResolver
 from mcp_negotiation.ucp.shared_cache import RedisProfileCache
 from ucp_shop import build
 
@@ -40,6 +40,7 @@ def main() -> None:
     resolver = HttpsProfileResolver(
         ssl_context=ssl.create_default_context(cafile=args.trust_ca),
         allow_addresses=["127.0.0.1"],
+        allow_ports=ALL_PORTS,
         # Generous: on the test's two loaded cores a replica's event loop lags by seconds.
         shared_cache=RedisProfileCache(args.redis, timeout=5.0),
     )

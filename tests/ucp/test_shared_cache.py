@@ -22,6 +22,7 @@ import pytest
 import redis
 
 from mcp_negotiation.ucp import (
+    ALL_PORTS,
     PROFILE_MALFORMED,
     PROFILE_UNREACHABLE,
     HttpsProfileResolver,
@@ -73,7 +74,12 @@ class Fleet:
     def __init__(self, tls: Tls, store_url: str, size: int, **options: Any) -> None:
         self.caches = [RedisProfileCache(store_url, **options) for _ in range(size)]
         self.replicas = [
-            HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"], shared_cache=cache)
+            HttpsProfileResolver(
+                ssl_context=tls.client,
+                allow_addresses=["127.0.0.1"],
+                allow_ports=ALL_PORTS,
+                shared_cache=cache,
+            )
             for cache in self.caches
         ]
 
@@ -130,7 +136,11 @@ async def test_a_replica_whose_copy_expired_takes_the_fleets_copy(
     now = [1000.0]
     cache = RedisProfileCache(store.url)
     late = HttpsProfileResolver(
-        ssl_context=tls.client, allow_addresses=["127.0.0.1"], shared_cache=cache, clock=lambda: now[0]
+        ssl_context=tls.client,
+        allow_addresses=["127.0.0.1"],
+        allow_ports=ALL_PORTS,
+        shared_cache=cache,
+        clock=lambda: now[0],
     )
     host.routes["/p.json"] = Route(headers=FRESH)
     url = host.url("/p.json")
@@ -227,7 +237,9 @@ async def test_the_store_is_tried_again_after_retry_after(
 ) -> None:
     now = [1000.0]
     cache = RedisProfileCache(store.url, clock=lambda: now[0], retry_after=10.0)
-    resolver = HttpsProfileResolver(ssl_context=tls.client, allow_addresses=["127.0.0.1"], shared_cache=cache)
+    resolver = HttpsProfileResolver(
+        ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS, shared_cache=cache
+    )
     host.routes["/a.json"] = Route(headers=FRESH)
     host.routes["/b.json"] = Route(headers=FRESH)
     inspect.config_set("requirepass", "now-refused")  # the store refuses this replica for a while
