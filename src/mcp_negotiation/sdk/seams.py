@@ -94,6 +94,18 @@ def middleware_list(server: Any) -> list[Any] | None:
     return None
 
 
+_SERVER_CLASSES: Final = frozenset({("mcp", "Server"), ("mcp", "MCPServer"), ("fastmcp", "FastMCP")})
+
+
+def is_sdk_server(value: object) -> bool:
+    """Whether `value` is a server of the SDK (or FastMCP), whatever it has become inside:
+    matched by class name and package, so that FastMCP is never imported for this."""
+    return any(
+        (cls.__module__.partition(".")[0], cls.__name__) in _SERVER_CLASSES
+        for cls in getattr(value.__class__, "__mro__", ())
+    )
+
+
 def _is_sdk_chain(candidate: Any) -> bool:
     try:
         from mcp.server.lowlevel.server import Server
@@ -113,6 +125,17 @@ def lowlevel_server(server: Any) -> Any | None:
         if inner is not None:
             return inner
     return None
+
+
+def registered_functions(server: Any) -> list[Any]:
+    """The functions an MCPServer registered as tools and prompts (private: its managers);
+    none for a server without them (a lowlevel `Server` registers handlers, not functions)."""
+    found: list[Any] = []
+    for manager, lister in (("_tool_manager", "list_tools"), ("_prompt_manager", "list_prompts")):
+        listing = getattr(getattr(server, manager, None), lister, None)
+        if callable(listing):
+            found += [getattr(item, "fn", None) for item in listing()]
+    return found
 
 
 def http_app_owner(server: Any) -> Any:
