@@ -301,7 +301,9 @@ def test_client_supports_with_its_arguments_swapped_raises() -> None:
 
 def test_requires_above_the_tool_decorator_raises_at_once() -> None:
     server = negotiate(MCPServer("order"), Policy())
-    with pytest.raises(TypeError, match=r"@requires\(\.\.\.\) is above @server\.tool\(\) on summarize"):
+    with pytest.raises(
+        TypeError, match=r"@requires\(\.\.\.\) is above the decorator that registered summarize "
+    ):
 
         @requires("sampling")
         @server.tool()
@@ -322,7 +324,7 @@ def test_negotiate_after_requires_above_the_tool_decorator_raises() -> None:
     async def summarize(text: str) -> str:
         return text
 
-    with pytest.raises(TypeError, match=r"is above @server\.tool\(\) on summarize"):
+    with pytest.raises(TypeError, match=r"above the decorator that registered summarize \(@server\.tool\(\)"):
         negotiate(server, Policy())
 
 
@@ -371,3 +373,18 @@ async def test_negotiated_on_an_async_builder_negotiates_the_server() -> None:
     async with Client(server, mode="legacy") as client:  # served: the record is there
         result = await client.call_tool("seen", {})
     assert result.structured_content == {"result": revisions.LEGACY[-1]}
+
+
+def test_requires_above_the_prompt_decorator_raises_and_below_it_serves() -> None:
+    server = negotiate(MCPServer("prompts"), Policy())
+    with pytest.raises(TypeError, match=r"above the decorator that registered greet"):
+
+        @requires("sampling")
+        @server.prompt()
+        def greet() -> str:
+            return "hi"
+
+    @server.prompt()
+    @requires("sampling")
+    def welcome() -> str:
+        return "hi"

@@ -283,9 +283,9 @@ def _refuse_misplaced(server: Any, only: object = None) -> None:
         if fn is not None and (fn is only if only is not None else fn in _gated):
             name = getattr(fn, "__name__", repr(fn))
             raise TypeError(
-                f"@requires(...) is above @server.tool() on {name}: the server registered {name} before"
-                " the check was added, so every client would be served; write @requires(...) below"
-                " @server.tool(), right above the `def`"
+                f"@requires(...) is above the decorator that registered {name} (@server.tool(),"
+                f" @server.prompt()): {name} was registered without the check, so every client would"
+                " be served; write @requires(...) below that decorator, right above the `def`"
             )
 
 

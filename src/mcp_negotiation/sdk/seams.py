@@ -8,6 +8,7 @@ default) when the SDK changed under us, so the caller can warn and pass through.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
@@ -129,12 +130,18 @@ def lowlevel_server(server: Any) -> Any | None:
 
 def registered_functions(server: Any) -> list[Any]:
     """The functions an MCPServer registered as tools and prompts (private: its managers);
-    none for a server without them (a lowlevel `Server` registers handlers, not functions)."""
+    none for a server without them (a lowlevel `Server` registers handlers, not functions).
+    A prompt's is held behind pydantic's `validate_call`, one `__wrapped__` away."""
     found: list[Any] = []
-    for manager, lister in (("_tool_manager", "list_tools"), ("_prompt_manager", "list_prompts")):
+    for manager, lister, layers in (
+        ("_tool_manager", "list_tools", 0),
+        ("_prompt_manager", "list_prompts", 1),
+    ):
         listing = getattr(getattr(server, manager, None), lister, None)
-        if callable(listing):
-            found += [getattr(item, "fn", None) for item in listing()]
+        items = listing() if callable(listing) and not inspect.iscoroutinefunction(listing) else None
+        for item in items if isinstance(items, list) else ():
+            fn = getattr(item, "fn", None)
+            found.append(getattr(fn, "__wrapped__", fn) if layers else fn)
     return found
 
 
