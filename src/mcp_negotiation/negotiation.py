@@ -395,7 +395,7 @@ def supports(negotiation: Negotiation, feature: FeatureName | str) -> bool:
     if not isinstance(feature, str):
         return False
     row = FEATURES.get(feature)
-    if row is None and not _is_feature_name(feature, client_only=False):
+    if row is None and "/" not in feature and not feature.startswith("experimental."):
         _warn_unknown(feature)  # a misspelling would take every client down the fallback branch
         return False
     if not negotiation.capabilities_known:
