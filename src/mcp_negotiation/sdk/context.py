@@ -25,7 +25,6 @@ from ..negotiation import Negotiation, Negotiator, capability_names, supports
 from ..revisions import ClientFeature, FeatureName
 from ..ucp.binding import with_agreement
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
-from . import seams
 from .compat import raise_refusal, tool_result
 
 __all__ = [
@@ -279,6 +278,8 @@ _watched: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _refuse_misplaced(server: Any, only: object = None) -> None:
+    from . import seams  # only for servers `negotiate` watched: mcp 2.x, whose types seams imports
+
     for fn in seams.registered_functions(server):
         if fn is not None and (fn is only if only is not None else fn in _gated):
             name = getattr(fn, "__name__", repr(fn))
