@@ -248,7 +248,8 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
                 f"requires() decorates a function, not {type(fn).__name__}: write @requires(...)"
                 " below @server.tool(), right above the `def`"
             )
-        _gated.add(fn)
+        with contextlib.suppress(TypeError):  # a callable that takes no weak reference: not tracked
+            _gated.add(fn)
         for server in list(_watched):
             _refuse_misplaced(server, fn)
         if inspect.iscoroutinefunction(fn):

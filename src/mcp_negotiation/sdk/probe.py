@@ -253,7 +253,7 @@ async def _probe_modern(
                 "agreed",
                 answered=revision,
                 server_capabilities=_capability_names(found.capabilities),
-                server_info=_server_info(client.server_info),  # its optional `_meta` stamp
+                server_info=_server_info(getattr(client, "server_info", None)),  # optional (`_meta` stamp)
                 ucp_advertised=_ucp_advertised(found.capabilities, "extensions"),
             )
     except Exception as failure:
