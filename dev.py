@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The project's two commands, runnable with nothing but Python 3.11+.
+"""The project's commands, runnable with nothing but Python 3.11+.
 
     python3 dev.py probe [ARGS...]          run `mcp-negotiation` (no target: the bundled example server)
     python3 dev.py test  [PYTEST ARGS...]   ruff, mypy --strict, the npm peers, the whole test suite,
                                             then the SDK matrix (skipped when PYTEST ARGS are given)
     python3 dev.py matrix [ENV...]          only the SDK matrix (all of tests/peers/matrix.toml, or ENVs)
+    python3 dev.py docs [MKDOCS ARGS...]    build the documentation site (default: build --strict;
+                                            `serve` to preview it)
+    python3 dev.py bench [ARGS...]          benchmarks/run.py (writes benchmarks/RESULTS.md)
 
 Each creates (or refreshes) the virtual environment it needs in `.venv/`, so a fresh
 clone needs no step before them. The environment is rebuilt when `pyproject.toml`
@@ -248,6 +251,17 @@ def probe(args: list[str]) -> int:
     return _run(BIN / "mcp-negotiation", "probe", *args, check=False)
 
 
+def docs(args: list[str]) -> int:
+    """MkDocs from `.venv/`: the system's Python has neither it nor mkdocstrings."""
+    ensure_env()
+    return _run(BIN / "python", "-m", "mkdocs", *(args or ["build", "--strict"]), check=False)
+
+
+def bench(args: list[str]) -> int:
+    ensure_env()
+    return _run(BIN / "python", "benchmarks/run.py", *args, check=False)
+
+
 def _timed(stage: str, *argv: str | Path) -> Result:
     _say(f"running {stage}")
     started = time.monotonic()
@@ -303,14 +317,15 @@ def matrix(names: list[str]) -> int:
     return _summary(results, started)
 
 
+COMMANDS = {"probe": probe, "test": test, "matrix": matrix, "docs": docs, "bench": bench}
+"""What `python3 dev.py COMMAND` runs (the README's commands are checked against it)."""
+
+
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in {"probe", "test", "matrix"}:
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print(__doc__, file=sys.stderr)
         return 2
-    command, rest = sys.argv[1], sys.argv[2:]
-    if command == "probe":
-        return probe(rest)
-    return test(rest) if command == "test" else matrix(rest)
+    return COMMANDS[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":

@@ -7,25 +7,34 @@ Every fenced block in README.md and docs/ is collected and checked by its langua
   by another test module), or this module runs it in a fresh interpreter, from the
   repository root, as a module named `__docs__` (so `if __name__ == "__main__":` guards
   keep servers from starting), and it must exit 0 within the timeout;
-- ```json: it must parse;
-- ```sh, ```text and ```console: exempt. They show commands and their output: the
-  README's two commands are run by CI itself, the probe's output by tests/test_probe.py,
-  the examples' output by the tests of each example;
+- ```json and ```toml: it must parse;
+- ```sh, ```text and ```console: not run. They show commands and their output: the
+  README's commands are run by CI itself (and checked below to be ones that run as
+  written on a fresh clone), the probe's output by tests/test_probe.py, the examples'
+  output by the tests of each example;
 - anything else, including a block without a language, fails: say what it is.
 
-The site is built with `python -m mkdocs build --strict`, from the venv running the
-tests, with every HTTP(S) proxy variable pointing at a closed port, so that a build that
-tried to fetch anything (a theme asset, a mkdocstrings inventory) would fail.
+Every package a python block imports is installed with the library, or named on its
+page (`pip install opentelemetry-sdk`), and no page installs the library by a name no
+package index has. The site is built with `python -m mkdocs build --strict`, from the
+venv running the tests (`python3 dev.py docs` does the same), with every HTTP(S) proxy
+variable pointing at a closed port, so that a build that tried to fetch anything (a
+theme asset, a mkdocstrings inventory) would fail.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
+import importlib.util
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,8 +161,11 @@ def test_code_block(block: Block, tmp_path: Path) -> None:
     if block.language == "json":
         json.loads(block.code)
         return
+    if block.language == "toml":
+        tomllib.loads(block.code)
+        return
     assert block.language == "python", (
-        f"{block.id}: a block needs a language (python, json, sh, text, console)"
+        f"{block.id}: a block needs a language (python, json, toml, sh, text, console)"
     )
     if _source_of(block) is not None:
         return  # copied from a file the suite executes
@@ -181,6 +193,157 @@ def test_copied_blocks_are_the_examples_in_full() -> None:
         name = _source_of(block) if block.language == "python" else None
         if name is not None and name.startswith("examples/"):
             assert block.code == sources[name], f"{block.id} shows part of {name}; show the whole file"
+
+
+# --- What a reader installs and runs ----------------------------------------------------------
+
+
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _installed_with_the_library() -> set[str]:
+    """The distributions `pip install .` brings: the library's requirements, recursively
+    (markers for extras left out), by normalised name."""
+    found: set[str] = set()
+    wanted = ["mcp-negotiation"]
+    while wanted:
+        name = wanted.pop()
+        if name in found:
+            continue
+        try:
+            requirements = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue  # for another platform (pywin32): not installed, so nothing imports it here
+        found.add(name)
+        for requirement in requirements:
+            if "extra ==" in requirement:
+                continue
+            wanted.append(_normalised(re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0]))
+    return found
+
+
+def _distribution_of(module: str) -> str | None:
+    """The distribution that installed `module`; None for the standard library and this repository."""
+    top = module.split(".")[0]
+    if top in sys.stdlib_module_names:
+        return None
+    try:
+        spec = importlib.util.find_spec(module)
+    except ModuleNotFoundError:  # `from package import name`: a name, not a module
+        return None
+    if spec is None or spec.origin is None:  # not a module, or a namespace package (no files)
+        return None
+    origin = Path(spec.origin).resolve()
+    if ROOT in origin.parents and ".venv" not in origin.parts:
+        return None  # the library itself (an editable install) or an example's module
+    for name in importlib.metadata.packages_distributions().get(top, []):
+        files = importlib.metadata.distribution(name).files or []
+        if any(origin == Path(str(f.locate())).resolve() for f in files):
+            return _normalised(name)
+    raise AssertionError(f"no distribution owns {origin}")
+
+
+def _imports(code: str) -> set[str]:
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            # The names may be modules (`from opentelemetry import trace`, a namespace package).
+            modules |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return modules
+
+
+def test_every_package_a_python_block_imports_comes_with_the_library_or_is_named() -> None:
+    bundled = _installed_with_the_library()
+    unnamed = []
+    for block in BLOCKS:
+        if block.language != "python":
+            continue
+        page = block.path.read_text(encoding="utf-8")
+        for module in sorted(_imports(block.code)):
+            needed = _distribution_of(module)
+            if (
+                needed is not None
+                and needed not in bundled
+                and f"`{needed}`" not in page
+                and (f"pip install {needed}" not in page)
+            ):
+                unnamed.append(f"{block.id}: {module} needs `{needed}`, which the page does not name")
+    assert unnamed == []
+
+
+def _commands(path: Path) -> list[str]:
+    """The commands a page shows: each line of its sh blocks, and inline `python…`/`pip …` spans."""
+    prose = re.sub(r"(?ms)^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1[ \t]*$", "", path.read_text(encoding="utf-8"))
+    text = prose.replace("\n", " ")
+    shown = [
+        line.split(" #", 1)[0].strip()
+        for block in blocks_of(path)
+        if block.language == "sh"
+        for line in block.code.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    spans = re.findall(r"`((?:python3?|pip) [^`]+)`", text)
+    return shown + [span for span in spans if "finds nothing" not in text.split(span, 1)[1][:20]]
+
+
+def _dev_commands() -> set[str]:
+    """The keys of `dev.COMMANDS`, read without running dev.py (it builds environments)."""
+    tree = ast.parse((ROOT / "dev.py").read_text(encoding="utf-8"))
+    table = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in node.targets)
+    )
+    assert isinstance(table, ast.Dict)
+    return {key.value for key in table.keys if isinstance(key, ast.Constant) and isinstance(key.value, str)}
+
+
+def _runs_on_a_fresh_clone(command: str) -> bool:
+    """Whether `command` runs as written in a fresh clone, with nothing but Python 3.11+ and pip
+    (and, for `pip`, the package indexes): `python3 dev.py COMMAND`, or pip installing
+    the clone, a wheel built from it, or published packages; never the library by name."""
+    words = shlex.split(command)
+    if words[:2] == ["python3", "dev.py"]:
+        return len(words) > 2 and words[2] in _dev_commands()
+    if words[:1] != ["pip"] or len(words) < 3 or words[1] not in ("install", "wheel"):
+        return False  # a bare `python` may be missing, or lack the dependencies
+    targets = [word for word in words[2:] if not word.startswith("-") and word != "dist"]
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    return all(
+        target == "."
+        or target.startswith(".[")
+        or target == f"dist/mcp_negotiation-{version}-py3-none-any.whl"
+        or (re.fullmatch(r"[a-z0-9-]+", target) is not None and target != "mcp-negotiation")
+        for target in targets
+    )
+
+
+def test_every_command_the_readme_shows_runs_on_a_fresh_clone() -> None:
+    commands = _commands(ROOT / "README.md")
+    assert "python3 dev.py docs" in commands  # found at all
+    assert "pip install -e ." in commands
+    assert [c for c in commands if not _runs_on_a_fresh_clone(c)] == []
+    assert not _runs_on_a_fresh_clone("python -m mkdocs build --strict")  # the system's Python has no mkdocs
+    assert not _runs_on_a_fresh_clone("pip install 'mcp-negotiation[instrumentation]'")  # not published
+
+
+def test_no_page_installs_the_library_by_a_name_no_index_has() -> None:
+    for path in markdown_files():
+        for command in _commands(path):
+            if command.startswith("pip "):
+                assert _runs_on_a_fresh_clone(command), f"{path.name}: {command}"
+
+
+def test_the_telemetry_snippet_exports_to_stderr_and_says_why() -> None:
+    page = (DOCS / "telemetry.md").read_text(encoding="utf-8")
+    snippets = [b.code for b in blocks_of(DOCS / "telemetry.md") if "ConsoleSpanExporter(" in b.code]
+    assert snippets
+    assert all("ConsoleSpanExporter(out=sys.stderr)" in code for code in snippets)
+    assert "Why stderr: a stdio server speaks JSON-RPC on its standard output" in page
 
 
 # --- The feature table in concepts.md ----------------------------------------------------------

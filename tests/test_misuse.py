@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 from mcp import Client
@@ -17,9 +20,12 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import (
     Policy,
+    client_supports,
     instrument,
     negotiate,
     negotiated,
+    negotiation,
+    negotiation_of,
     requires,
     requires_ucp,
     revisions,
@@ -170,3 +176,215 @@ def test_smaller_slips_fail_where_they_are_made() -> None:
         UcpPolicy(business_profile=BUSINESS_PROFILE, resolver="https://x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="continue_url must be a URL string"):
         UcpPolicy(business_profile=BUSINESS_PROFILE, continue_url=123)  # type: ignore[arg-type]
+
+
+# -- the first hour (issue 24): each slip caught where it is made, with the fix in the message ---
+
+
+MYPY_SNIPPET = """\
+from mcp_negotiation import Policy, client_supports, requires
+
+ctx: object = None
+name: str = "chosen at run time"
+client_supports(ctx, "elicitaton")  # line 5: misspelt
+client_supports(ctx, "elicitation")
+client_supports(ctx, "experimental.foo")
+client_supports(ctx, "io.modelcontextprotocol/ui")
+client_supports(ctx, "structured_output")
+client_supports(ctx, name)
+requires("sampling", "tools")  # line 11: a server feature
+Policy(required_capabilities=("sampling.tool",), withhold={"roots.list_changed"})  # line 12: two
+"""
+
+
+def test_mypy_with_the_plugin_reports_a_misspelt_name_and_accepts_the_open_ones(tmp_path: Path) -> None:
+    (tmp_path / "snippet.py").write_text(MYPY_SNIPPET, encoding="utf-8")
+    (tmp_path / "mypy.ini").write_text(
+        "[mypy]\nstrict = True\nplugins = mcp_negotiation.mypy_plugin\n", encoding="utf-8"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--cache-dir", "cache", "snippet.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    errors = [line for line in run.stdout.splitlines() if ": error: " in line]
+    assert [line.split(":")[1] for line in errors] == ["5", "11", "12", "12"], run.stdout + run.stderr
+    assert all(line.endswith("[mcp-feature-name]") for line in errors)
+    assert "unknown feature in client_supports(): 'elicitaton'; did you mean 'elicitation'?" in errors[0]
+    assert "'tools' in requires() is a server feature, not a client capability" in errors[1]
+    assert "did you mean 'sampling.tools'?" in errors[2]
+    assert "did you mean 'roots.listChanged'?" in errors[3]
+
+
+def test_the_literal_names_are_the_feature_table() -> None:
+    assert get_args(revisions.ClientFeature) == revisions.feature_names("client")
+    assert get_args(revisions.ServerFeature) == revisions.feature_names("server")
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("elicitaton", "elicitation"),
+        ("Elicitation", "elicitation"),
+        ("sampling.tool", "sampling.tools"),
+        ("roots.list_changed", "roots.listChanged"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_misspelt_name_answers_false_and_is_logged_once_with_the_name_meant(
+    typo: str, meant: str, mode: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(negotiation, "_warned", set())
+    server = negotiate(MCPServer("typo"), Policy())
+
+    @server.tool()
+    async def ask(ctx: Context) -> dict[str, bool]:
+        return {"typo": client_supports(ctx, typo), "meant": client_supports(ctx, meant)}
+
+    async def sample(ctx: Any, params: Any) -> Any:
+        raise AssertionError("never called")
+
+    with caplog.at_level(logging.DEBUG, logger="mcp_negotiation"):
+        async with Client(server, mode=mode, sampling_callback=sample, elicitation_callback=sample) as client:
+            for _ in range(2):
+                answer = await client.call_tool("ask", {})
+                assert answer.structured_content is not None
+                assert answer.structured_content["typo"] is False
+    logged = [r.getMessage() for r in caplog.records if repr(typo) in r.getMessage()]
+    assert len(logged) == 1, logged  # once per name, however often it is asked
+    assert f"did you mean {meant!r}?" in logged[0]
+    assert caplog.records[0].levelno == logging.WARNING
+
+
+def test_names_logged_are_bounded_whoever_chooses_them(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(negotiation, "_warned", set())
+    record = Negotiator(Policy()).request(
+        {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}, transport="memory"
+    )
+    with caplog.at_level(logging.WARNING, logger="mcp_negotiation"):
+        for i in range(1_000):
+            assert record.supports(f"bogus-{i}" * 50) is False
+    assert len(caplog.records) == negotiation._MAX_WARNED
+    assert all(len(r.getMessage()) < 2_000 for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("build", "says"),
+    [
+        (lambda: requires("elicitaton"), r"requires\(\): 'elicitaton'; did you mean 'elicitation'\?"),
+        (lambda: Policy(required_capabilities=["Sampling"]), r"did you mean 'sampling'\?"),
+        (lambda: Policy(withhold={"sampling.tool"}), r"withhold: 'sampling.tool'; did you mean"),
+        (lambda: requires("tools"), r"'tools' in requires\(\) is a server feature, not a client capability"),
+        (lambda: requires("structured_output"), r"'structured_output' in requires\(\) is a server feature"),
+        (lambda: Policy(withhold={"tools"}), r"'tools' in withhold is a server capability"),
+    ],
+)
+def test_configuration_errors_name_the_nearest_and_the_valid_names(build: Any, says: str) -> None:
+    with pytest.raises(ValueError, match=says) as raised:
+        build()
+    if "did you mean" in says:
+        assert "known: roots, roots.listChanged, sampling" in str(raised.value)
+        assert "`vendor/name`, or `experimental.NAME`" in str(raised.value)
+
+
+def test_client_supports_with_its_arguments_swapped_raises() -> None:
+    ctx = object()  # what a handler holds; raised before it is looked at, inside a request or not
+    with pytest.raises(TypeError, match=r"write client_supports\(ctx, 'sampling'\): the context first"):
+        client_supports("sampling", ctx)  # type: ignore[arg-type]
+    assert client_supports(ctx, "sampling") is False  # the right order, outside a request
+
+
+def test_requires_above_the_tool_decorator_raises_at_once() -> None:
+    server = negotiate(MCPServer("order"), Policy())
+    with pytest.raises(
+        TypeError, match=r"@requires\(\.\.\.\) is above the decorator that registered summarize "
+    ):
+
+        @requires("sampling")
+        @server.tool()
+        async def summarize(text: str) -> str:
+            return text
+
+    @server.tool()
+    @requires("sampling")  # the right order still works
+    async def condense(text: str) -> str:
+        return text
+
+
+def test_negotiate_after_requires_above_the_tool_decorator_raises() -> None:
+    server = MCPServer("order-later")
+
+    @requires("sampling")
+    @server.tool()
+    async def summarize(text: str) -> str:
+        return text
+
+    with pytest.raises(TypeError, match=r"above the decorator that registered summarize \(@server\.tool\(\)"):
+        negotiate(server, Policy())
+
+
+def test_requires_on_what_is_not_a_function_raises() -> None:
+    with pytest.raises(TypeError, match=r"requires\(\) decorates a function, not str: write @requires"):
+        requires("sampling")("summarize")  # type: ignore[type-var]
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (lambda: MCPServer, r"not the class MCPServer: write negotiate\(MCPServer\('name'\), policy\)"),
+        (lambda: None, r"not None: does the function that builds the server return it\?"),
+        (lambda: "shop", r"not the string 'shop': write negotiate\(MCPServer\('shop'\), policy\)"),
+        (
+            lambda: MCPServer("x").streamable_http_app(),
+            r"not an ASGI app \(Starlette\): .* wrap an app you mount with"
+            r" record_refusals_asgi\(app, policy\)",
+        ),
+        (lambda: object(), r"not object$"),
+    ],
+    ids=["class", "None", "str", "asgi-app", "object"],
+)
+def test_negotiate_given_no_server_raises_naming_what_it_takes(given: Any, says: str) -> None:
+    with pytest.raises(TypeError, match=r"negotiate\(\) takes an MCPServer, a lowlevel mcp\.server"):
+        negotiate(given(), Policy())
+    with pytest.raises(TypeError, match=says):
+        negotiate(given())
+    with pytest.raises(TypeError, match=says):
+        instrument(Policy(), given())
+    assert install._INSTRUMENTED == []
+
+
+async def test_negotiated_on_an_async_builder_negotiates_the_server() -> None:
+    @negotiated(Policy(min_revision="2025-06-18"))
+    async def build(name: str) -> MCPServer:
+        server = MCPServer(name)
+
+        @server.tool()
+        async def seen(ctx: Context) -> str:
+            return negotiation_of(ctx).protocol_version
+
+        return server
+
+    server = await build("async-built")
+    assert install._installed(install.seams.middleware_list(server) or []) is not None
+    async with Client(server, mode="legacy") as client:  # served: the record is there
+        result = await client.call_tool("seen", {})
+    assert result.structured_content == {"result": revisions.LEGACY[-1]}
+
+
+def test_requires_above_the_prompt_decorator_raises_and_below_it_serves() -> None:
+    server = negotiate(MCPServer("prompts"), Policy())
+    with pytest.raises(TypeError, match=r"above the decorator that registered greet"):
+
+        @requires("sampling")
+        @server.prompt()
+        def greet() -> str:
+            return "hi"
+
+    @server.prompt()
+    @requires("sampling")
+    def welcome() -> str:
+        return "hi"

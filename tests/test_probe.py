@@ -45,8 +45,63 @@ def test_matrix_output_names_every_revision() -> None:
     done = _probe()
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split()[:3] == ["revision", "era", "outcome"]
-    assert [line.split()[0] for line in lines[1:]] == list(revisions.KNOWN)
+    table = lines.index(next(line for line in lines if line.startswith("revision ")))
+    assert lines[table].split()[:4] == ["revision", "era", "outcome", "recorded"]
+    rows = lines[table + 1 : table + 1 + len(revisions.KNOWN)]
+    assert [line.split()[0] for line in rows] == list(revisions.KNOWN)
+
+
+def test_human_output_says_what_was_probed_fits_100_columns_and_has_a_legend() -> None:
+    done = _probe("--", sys.executable, "-m", "mcp_negotiation.demo", "--max-revision", "2025-11-25")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    probed = lines[: lines.index(next(line for line in lines if line.startswith("server ")))]
+    said = " ".join(" ".join(probed).split())  # a long command wraps
+    assert (
+        said
+        == f"probed the server `{sys.executable} -m mcp_negotiation.demo --max-revision 2025-11-25` (stdio)"
+    )
+    lines = lines[len(probed) - 1 :]
+    assert lines[1] == "server   minimal (no version, as it told 2025-11-25)"
+    assert lines[2].startswith("offered  roots, roots.listChanged, sampling (the client capabilities")
+    assert max(map(len, lines)) <= 100, max(lines, key=len)
+    text = done.stdout
+    assert "lost vs best (best served: 2025-11-25)" in text
+    assert "  2025-11-25  nothing" in text
+    assert "  2026-07-28  not served: Unsupported protocol version: 2026-07-28" in text
+    legend = text.split("\nlegend\n", 1)[1]
+    for term in ("outcome", "recorded", "server capabilities", "lost vs best"):
+        assert f"  {term} " in legend
+    assert "counter-offer: a legacy server answered another one" in " ".join(legend.split())
+
+
+def test_json_carries_the_full_detail() -> None:
+    done = _probe("--json", "--capabilities", "full")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["target"] == [sys.executable, "-m", "mcp_negotiation.demo"]
+    assert out["capabilities"]["elicitation"] == {"form": {}, "url": {}}
+    assert out["best"] == "2026-07-28"
+    legacy = out["revisions"][0]
+    assert legacy["server_info"]["name"] == "minimal"
+    assert set(legacy) >= {"revision", "era", "outcome", "answered", "error", "lost", "ucp_advertised"}
+
+
+def test_a_bare_host_and_port_is_told_to_add_the_scheme() -> None:
+    done = _probe("127.0.0.1:8765/mcp")
+    assert done.returncode == 2
+    assert "server command not found: 127.0.0.1:8765/mcp (to probe a URL, give its scheme:" in done.stderr
+    assert "http://127.0.0.1:8765/mcp)" in done.stderr
+    assert "give its scheme" not in _probe("--", "no-such-mcp-server-command").stderr
+
+
+def test_help_shows_examples_and_exit_statuses() -> None:
+    done = _probe("--help")
+    assert done.returncode == 0
+    assert "examples:\n  mcp-negotiation probe " in done.stdout
+    assert "mcp-negotiation probe http://127.0.0.1:8000/mcp" in done.stdout
+    assert "exit status:\n  0 " in done.stdout
+    assert "128+N" in done.stdout
 
 
 def test_server_refusing_old_revisions_shows_counter_offers() -> None:
@@ -133,6 +188,7 @@ def test_ucp_profile_is_negotiated_against_what_the_shop_advertises() -> None:
     }
     text = _probe("--ucp-profile", platform, "--", *shop)
     assert "dropped  dev.ucp.shopping.gift_wrap (no_common_version)" in text.stdout
+    assert max(map(len, text.stdout.splitlines())) <= 100
 
 
 def test_ucp_profile_against_a_server_without_ucp_exits_1() -> None:

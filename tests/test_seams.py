@@ -91,6 +91,25 @@ def test_fastmcp_server_exposes_the_sdk_chain() -> None:
     assert [m for m in chain if not isinstance(m, NegotiationMiddleware)] == before
 
 
+def test_registered_functions_are_an_mcpservers_tools_and_prompts() -> None:
+    """`@requires` above `@server.tool()` is found through these (private: the managers)."""
+    server = MCPServer("registered")
+
+    @server.tool()
+    async def tool() -> str:
+        return ""
+
+    @server.prompt()
+    def prompt() -> str:
+        return ""
+
+    assert seams.registered_functions(server) == [tool, prompt]
+    assert seams.registered_functions(Server("lowlevel")) == []
+    assert seams.is_sdk_server(server)
+    assert seams.is_sdk_server(Server("lowlevel"))
+    assert not seams.is_sdk_server(MCPServer)
+
+
 def test_place_moves_an_item_behind_the_span_opener_and_reports_it() -> None:
     otel = _otel()()
     ours, other = object(), object()

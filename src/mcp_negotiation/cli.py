@@ -59,11 +59,41 @@ def _is_url(token: str) -> bool:
     return token.lower().startswith(("http://", "https://"))
 
 
+PROBE_EPILOG: Final = """\
+examples:
+  mcp-negotiation probe                                  the bundled example server, over stdio
+  mcp-negotiation probe http://127.0.0.1:8000/mcp        a streamable HTTP server (give http://)
+  mcp-negotiation probe -- python server.py --flag       a stdio server: the command after --
+  mcp-negotiation probe --capabilities full --json -- python server.py
+  mcp-negotiation probe --capabilities '{"elicitation": {}}' http://127.0.0.1:8000/mcp
+
+exit status:
+  0        every revision was served (agreed or counter-offered), and UCP agreed if asked
+  1        some revision was refused or timed out, or the UCP negotiation failed
+  2        could not probe: bad options, command not found, crash, not MCP, unreachable
+  128+N    stopped by signal N
+
+The output says what was probed, then a row per revision, what each revision loses
+against the best one served, and a legend; --json carries all of it. See docs/probe.md.
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mcp-negotiation", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="mcp-negotiation",
+        description=__doc__,
+        epilog="`mcp-negotiation probe --help` shows examples and exit statuses.",
+    )
     parser.add_argument("--version", action="version", version=f"mcp-negotiation {__version__}")
     commands = parser.add_subparsers(dest="command")
-    probe = commands.add_parser("probe", help="connect once per revision and print what the server agreed")
+    probe = commands.add_parser(
+        "probe",
+        help="connect once per revision and print what the server agreed",
+        description="Connect once per MCP revision with the chosen client capabilities,\n"
+        "and print what the server answered at each.",
+        epilog=PROBE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     probe.add_argument(
         "target",
         nargs=argparse.REMAINDER,

@@ -8,6 +8,8 @@ problem becomes a `Refusal` with the specification's code. The SDK adapter calls
 
 from __future__ import annotations
 
+import difflib
+import logging
 import marshal
 import math
 from collections.abc import Collection, Iterable, Mapping
@@ -27,7 +29,7 @@ from .errors import (
     Refusal,
 )
 from .frozen_json import MARSHAL_VERSION, Budget, NotFreezable, footprint, freeze, is_object, thaw
-from .revisions import FEATURES, Era
+from .revisions import FEATURES, Era, FeatureName
 
 if TYPE_CHECKING:
     # At run time UCP is imported by a `Policy` that has a `ucp`, and only then: its binding
@@ -77,6 +79,8 @@ Transport = Literal["stdio", "http", "memory", "unknown"]
 Outcome = Literal["accepted", "counter_offered"]
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 
+logger = logging.getLogger("mcp_negotiation")
+
 
 def _invalid(message: str) -> NegotiationRefused:
     return NegotiationRefused(Refusal(INVALID_PARAMS, f"Invalid params: {message}"))
@@ -120,6 +124,57 @@ def _is_feature_name(name: object, *, client_only: bool) -> bool:
     return row is not None and (row.side == "client" or not client_only)
 
 
+_SERVER_CAPABILITIES: Final = frozenset(
+    {"tools", "resources", "prompts", "tools.listChanged", "resources.listChanged", "prompts.listChanged"}
+)
+"""Server capabilities (`ServerCapabilities` keys and their flags) the feature table has no
+row for: named where a client capability is wanted, they are called what they are."""
+
+_MAX_NAME_SHOWN: Final = 100
+"""Longer names are cut before they are compared or logged (difflib is quadratic)."""
+
+
+def _folded(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def _nearest(name: str, candidates: tuple[str, ...]) -> str | None:
+    """The candidate `name` most likely misspells: the same but for case, `_` and `-`
+    (`roots.list_changed`), else the closest by difflib (`elicitaton`), if any is close."""
+    by_folded = {_folded(candidate): candidate for candidate in candidates}
+    folded = _folded(name)
+    if folded in by_folded:
+        return by_folded[folded]
+    close = difflib.get_close_matches(folded, by_folded, n=1, cutoff=0.75)
+    return by_folded[close[0]] if close else None
+
+
+def feature_name_problem(name: object, *, client_only: bool, where: str = "") -> str | None:
+    """Why `name` is no feature name (no client capability, with `client_only`), or None.
+
+    One sentence that says what to write instead: the nearest known name, the known names,
+    and the open forms. The run-time log, the configuration errors and the mypy plugin all
+    say it, so the three never disagree. `where` names the call or the field, if any.
+    """
+    if _is_feature_name(name, client_only=client_only):
+        return None
+    kind = "client capability" if client_only else "feature"
+    at = f" in {where}" if where else ""
+    if not isinstance(name, str):
+        shown = f"{name!r:.{_MAX_NAME_SHOWN}}"
+        return f"unknown {kind}{at}: {shown} (a name is a string, not {type(name).__name__})"
+    name = name[:_MAX_NAME_SHOWN]
+    known = tuple(row.name for row in FEATURES.values() if row.side == "client" or not client_only)
+    listed = f"{', '.join(known)}, an extension identifier `vendor/name`, or `experimental.NAME`"
+    if name in FEATURES or name in _SERVER_CAPABILITIES:
+        if client_only:
+            return f"{name!r}{at} is a server feature, not a client capability; client capabilities: {listed}"
+        return f"{name!r}{at} is a server capability: clients do not declare it, the feature table has no row"
+    nearest = _nearest(name, known)
+    hint = f"; did you mean {nearest!r}?" if nearest is not None else ""
+    return f"unknown {kind}{at}: {name!r}{hint} (known: {listed})"
+
+
 def capability_names(names: str | Iterable[str], where: str) -> tuple[str, ...]:
     """`names` as a tuple (one bare string is one name), each one a client capability.
 
@@ -128,9 +183,26 @@ def capability_names(names: str | Iterable[str], where: str) -> tuple[str, ...]:
     """
     result = (names,) if isinstance(names, str) else tuple(names)
     for name in result:
-        if not _is_feature_name(name, client_only=True):
-            raise ValueError(f"unknown client capability in {where}: {name!r}")
+        problem = feature_name_problem(name, client_only=True, where=where)
+        if problem is not None:
+            raise ValueError(problem)
     return result
+
+
+_MAX_WARNED: Final = 256
+_warned: set[str] = set()
+"""Unknown names already logged: each once, and only so many, whoever chose them."""
+
+
+def _warn_unknown(name: str) -> None:
+    shown = name[:_MAX_NAME_SHOWN]
+    if shown in _warned or len(_warned) >= _MAX_WARNED:
+        return
+    _warned.add(shown)
+    logger.warning(
+        "mcp_negotiation: %s; client_supports answers False for it, for every client",
+        feature_name_problem(shown, client_only=False),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +262,9 @@ class Policy:
             raise ValueError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
         withhold = frozenset((self.withhold,) if isinstance(self.withhold, str) else self.withhold)
         for name in withhold:
-            if not _is_feature_name(name, client_only=False):
-                raise ValueError(f"unknown feature in withhold: {name!r}")
+            problem = feature_name_problem(name, client_only=False, where="withhold")
+            if problem is not None:
+                raise ValueError(problem)
         object.__setattr__(self, "withhold", withhold)
         # Named here because the window's own check would call it `removal`.
         revisions.require_day("removal_date", self.removal_date)
@@ -274,7 +347,7 @@ class Negotiation:
         version = self.client_info.get("version") if self.client_info else None
         return version if isinstance(version, str) else None
 
-    def supports(self, feature: str) -> bool:
+    def supports(self, feature: FeatureName | str) -> bool:
         """Shorthand for `supports(self, feature)`."""
         return supports(self, feature)
 
@@ -318,16 +391,24 @@ def retained_size(record: Negotiation) -> int:
     return _RECORD + footprint(maps, MAX_ENTRY_BYTES)
 
 
-def supports(negotiation: Negotiation, feature: str) -> bool:
+def supports(negotiation: Negotiation, feature: FeatureName | str) -> bool:
     """Whether the client declared `feature`, its revision has it, and the policy allows it.
 
     Dotted names reach sub-capabilities (`elicitation.url`, `roots.listChanged`);
     names with a `/` are extension identifiers in `capabilities.extensions` (extensions
     negotiate themselves, so no revision gate applies); `experimental.X` reaches
     experimental keys. Server-side feature names (`structured_output`, ...) answer
-    whether the negotiated revision has them. Anything else is False, never an error.
+    whether the negotiated revision has them. Anything else is False, never an error:
+    a handler must not fail a client for its author's typo, which is logged instead (once
+    per name, with the name it most likely meant).
     """
-    if not isinstance(feature, str) or not negotiation.capabilities_known:
+    if not isinstance(feature, str):
+        return False
+    row = FEATURES.get(feature)
+    if row is None and "/" not in feature and not feature.startswith("experimental."):
+        _warn_unknown(feature)  # a misspelling would take every client down the fallback branch
+        return False
+    if not negotiation.capabilities_known:
         return False
     caps = negotiation.client_capabilities
     if _is_withheld(feature, negotiation.withheld):
@@ -338,7 +419,6 @@ def supports(negotiation: Negotiation, feature: str) -> bool:
     if feature.startswith("experimental."):
         experimental = caps.get("experimental")
         return isinstance(experimental, Mapping) and _declared(experimental.get(feature[13:]))
-    row = FEATURES.get(feature)
     if row is None or not row.at(negotiation.protocol_version):
         return False
     if row.side == "server":

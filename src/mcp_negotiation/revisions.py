@@ -33,9 +33,12 @@ __all__ = [
     "KNOWN",
     "LEGACY",
     "MODERN",
+    "ClientFeature",
     "DeprecationClockError",
     "Era",
+    "FeatureName",
     "FeatureRow",
+    "ServerFeature",
     "deprecation_window_open",
     "era",
     "feature",
@@ -305,6 +308,47 @@ _ROWS: Final[tuple[FeatureRow, ...]] = (
 
 FEATURES: Final[Mapping[str, FeatureRow]] = {row.name: row for row in _ROWS}
 """The feature table, by name."""
+
+ClientFeature = Literal[
+    "roots",
+    "roots.listChanged",
+    "sampling",
+    "sampling.context",
+    "sampling.tools",
+    "elicitation",
+    "elicitation.form",
+    "elicitation.url",
+    "tasks",
+    "extensions",
+    "experimental",
+]
+"""The client-side names of the feature table, for type checkers (`tests/test_revisions.py`
+checks that they are the table's): what `requires` and `required_capabilities` take."""
+
+ServerFeature = Literal[
+    "logging",
+    "logging.setLevel",
+    "resources.subscribe",
+    "subscriptions.listen",
+    "server.discover",
+    "input_requests",
+    "sessions",
+    "completions",
+    "tool_annotations",
+    "audio_content",
+    "progress.message",
+    "batching",
+    "structured_output",
+    "resource_links",
+    "icons",
+]
+"""The server-side names of the feature table, for type checkers."""
+
+FeatureName = ClientFeature | ServerFeature
+"""Every name of the feature table. Signatures take `FeatureName | str`, because extension
+identifiers (`vendor/name`) and `experimental.NAME` are open sets no `Literal` can spell:
+editors complete the known names, and the mypy plugin (`mcp_negotiation.mypy_plugin`)
+reports a misspelt one, by the same rule as the run-time check."""
 
 
 def feature(name: str, revision: object) -> bool:

@@ -10,10 +10,12 @@ other's record.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
 import logging
+import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
@@ -21,6 +23,7 @@ from typing import Any, TypeVar, cast
 from ..client_log import report
 from ..errors import NoNegotiation, Refusal
 from ..negotiation import Negotiation, Negotiator, capability_names, supports
+from ..revisions import ClientFeature, FeatureName
 from ..ucp.binding import with_agreement
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
 from . import seams
@@ -84,12 +87,16 @@ def negotiation_of(ctx: object = None) -> Negotiation:
     return record
 
 
-def client_supports(ctx: object, feature: str) -> bool:
+def client_supports(ctx: object, feature: FeatureName | str) -> bool:
     """Whether the client of this request can be asked for `feature` right now.
 
     True only when the client declared it, the negotiated revision has it, and the
-    policy has not withdrawn it. Outside a negotiated request it is False.
+    policy has not withdrawn it. Outside a negotiated request it is False. A misspelt
+    name is False too, and logged once, naming the nearest known name.
     """
+    if isinstance(ctx, str) and not isinstance(feature, str):
+        # Would answer False for every client, silently: the author's slip, raised at once.
+        raise TypeError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
     entry = _entry_of(ctx)
     return entry is not None and supports(entry[0], feature)
 
@@ -184,14 +191,16 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
     return decorate
 
 
-def requires(*features: str) -> Callable[[_F], _F]:
+def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
     """Decorate a tool, prompt or resource function that needs client capabilities.
 
     The call is refused with -32021 and `data.requiredCapabilities` when the client
     lacks any of them; the wrapped function keeps its signature, so the SDK still
     derives the tool's input schema from it. Place it below `@server.tool()`: the SDK
-    registers the function it is given, so above it the check would never run. An
-    unknown name raises `ValueError` here, when the module is imported.
+    registers the function it is given, so above it the check would never run; on a
+    negotiated MCPServer that order raises `TypeError`, here or in `negotiate()`,
+    whichever comes last. An unknown name raises `ValueError` here, when the module is
+    imported, naming the nearest known name.
     """
     if not features:
         raise ValueError("requires() needs one or more capability names")
@@ -200,6 +209,15 @@ def requires(*features: str) -> Callable[[_F], _F]:
     names = capability_names(features, "requires()")
 
     def decorate(fn: _F) -> _F:
+        if not callable(fn) or isinstance(fn, type):
+            raise TypeError(
+                f"requires() decorates a function, not {type(fn).__name__}: write @requires(...)"
+                " below @server.tool(), right above the `def`"
+            )
+        with contextlib.suppress(TypeError):  # a callable that takes no weak reference: not tracked
+            _gated.add(fn)
+        for server in list(_watched):
+            _refuse_misplaced(server, fn)
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
@@ -217,3 +235,31 @@ def requires(*features: str) -> Callable[[_F], _F]:
         return cast(_F, wrapper)
 
     return decorate
+
+
+_gated: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()
+"""The functions `requires` wrapped: a server that registered one of these, rather than its
+wrapper, serves it ungated."""
+_watched: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Negotiated servers, whose registrations `requires` checks as it wraps."""
+
+
+def _refuse_misplaced(server: Any, only: object = None) -> None:
+    from . import seams  # only for servers `negotiate` watched: mcp 2.x, whose types seams imports
+
+    for fn in seams.registered_functions(server):
+        if fn is not None and (fn is only if only is not None else fn in _gated):
+            name = getattr(fn, "__name__", repr(fn))
+            raise TypeError(
+                f"@requires(...) is above the decorator that registered {name} (@server.tool(),"
+                f" @server.prompt()): {name} was registered without the check, so every client would"
+                " be served; write @requires(...) below that decorator, right above the `def`"
+            )
+
+
+def check_requires_order(server: Any) -> None:
+    """Raise if `server` registered a function `requires` wrapped (the decorators in the wrong
+    order), and watch it, so that `requires` can tell when it is applied to one it did."""
+    _refuse_misplaced(server)
+    with contextlib.suppress(TypeError):  # a server that takes no weak reference: not watched
+        _watched.add(server)

@@ -13,6 +13,7 @@ and the server runs unwrapped, unless the policy asked for `strict` mode.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import weakref
 from typing import Any, TypeVar
@@ -24,6 +25,7 @@ from ..errors import NegotiationUnavailable
 from ..negotiation import Policy, policy_given
 from . import seams
 from .asgi import RefusalRecorder, record_refusals_asgi
+from .context import check_requires_order
 from .middleware import NegotiationMiddleware
 from .origin import stdio_wrapper
 
@@ -48,7 +50,10 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     again replaces the policy and installs nothing twice.
     """
     policy = policy_given(policy, "negotiate(server, policy)")
+    _require_server(server)
     chain = seams.middleware_list(server)
+    if chain is not None:
+        check_requires_order(server)
     if chain is None:
         message = (
             f"mcp_negotiation: {type(server).__name__} has no SDK middleware list; "
@@ -75,6 +80,38 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     _wrap_http_app(server)
     _watch_stdio()
     return server
+
+
+_ACCEPTED = "an MCPServer, a lowlevel mcp.server.lowlevel.Server or a fastmcp.FastMCP"
+
+
+def _require_server(server: object) -> None:
+    """Raise, with the fix, for what is no server at all: left untouched with a warning, it
+    would run unnegotiated and fail much later, far from this line. (A server of the SDK's
+    whose seam is missing only warns: the SDK changed, not the caller's code.)"""
+    if seams.is_sdk_server(server):
+        return
+    if server is None:
+        problem = "not None: does the function that builds the server return it?"
+    elif isinstance(server, type):
+        problem = f"not the class {server.__name__}: write negotiate({server.__name__}('name'), policy)"
+    elif isinstance(server, str):
+        problem = f"not the string {server!r:.60}: write negotiate(MCPServer({server!r:.60}), policy)"
+    elif isinstance(server, Starlette) or inspect.iscoroutinefunction(type(server).__call__):
+        problem = (
+            f"not an ASGI app ({type(server).__name__}): call negotiate() on the server before its"
+            " streamable_http_app(), or wrap an app you mount with record_refusals_asgi(app, policy)"
+        )
+    elif inspect.isawaitable(server):
+        problem = f"not {type(server).__name__}: await the server first"
+    elif inspect.isfunction(server):
+        problem = (
+            f"not the function {server.__name__}: pass the server it returns, or decorate it"
+            " with @negotiated()"
+        )
+    else:
+        problem = f"not {type(server).__name__}"
+    raise TypeError(f"negotiate() takes {_ACCEPTED}, {problem}")
 
 
 _HTTP_APP = "streamable_http_app"
@@ -150,6 +187,8 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
     patching its constructor reaches them all.
     """
     policy = policy_given(policy, "instrument(policy, *servers)")
+    for server in servers:  # a mistake among them leaves nothing instrumented
+        _require_server(server)
     if policy.strict:  # one that cannot be negotiated leaves nothing instrumented, none of them
         for server in servers:
             if seams.middleware_list(server) is None:

@@ -13,10 +13,12 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
 import tempfile
+import textwrap
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -111,11 +113,17 @@ class Row:
     error: str | None = None
     server_capabilities: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    server_info: dict[str, Any] | None = None
+    """The name and version (and more) the server gave at this revision, as it gave them."""
     ucp_advertised: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def served(self) -> bool:
         return self.outcome in ("agreed", "counter-offer")
+
+
+def _server_info(info: Any) -> dict[str, Any] | None:
+    return info.model_dump(by_alias=True, exclude_none=True, mode="json") if info is not None else None
 
 
 def _capability_names(capabilities: Any) -> list[str]:
@@ -154,6 +162,9 @@ def _client_options(capabilities: Mapping[str, Any]) -> dict[str, Any]:
         options["extensions"] = [advertise(name, dict(settings)) for name, settings in extensions.items()]
     return options
 
+
+_HOST_PORT: Final = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[\w.-]+):[0-9]{1,5}(?:/\S*)?")
+"""`host:port[/path]`: a URL without its scheme, which would otherwise be run as a command."""
 
 CONNECTION_CLOSED: Final = -32000
 """The SDK client's code for a transport that closed under it (the server exited)."""
@@ -221,6 +232,7 @@ async def _probe_legacy(
         "agreed" if answered == revision else "counter-offer",
         answered=answered,
         server_capabilities=_capability_names(result.capabilities),
+        server_info=_server_info(result.server_info),
         ucp_advertised=_ucp_advertised(result.capabilities, "experimental"),
     )
 
@@ -242,6 +254,7 @@ async def _probe_modern(
                 "agreed",
                 answered=revision,
                 server_capabilities=_capability_names(found.capabilities),
+                server_info=_server_info(getattr(client, "server_info", None)),  # optional (`_meta` stamp)
                 ucp_advertised=_ucp_advertised(found.capabilities, "extensions"),
             )
     except Exception as failure:
@@ -251,12 +264,17 @@ async def _probe_modern(
         return Row(revision, "modern", "refused", error_code=refused.error.code, error=refused.error.message)
 
 
-def _lost(rows: list[Row]) -> None:
-    """Fill each served row with the features it lacks that the best served revision has."""
+def best_served(rows: list[Row]) -> str | None:
+    """The newest known revision some row was served at: what "lost vs best" compares with."""
     # A revision this library does not know (a draft a server counter-offers) has no row in
     # the feature table: it is shown as answered, with nothing computed against it.
     served = [row.answered for row in rows if row.served and row.answered in revisions.KNOWN]
-    best = max(served, key=revisions.KNOWN.index) if served else None
+    return max(served, key=revisions.KNOWN.index) if served else None
+
+
+def _lost(rows: list[Row]) -> None:
+    """Fill each served row with the features it lacks that the best served revision has."""
+    best = best_served(rows)
     for row in rows:
         if best and row.served and row.answered in revisions.KNOWN:
             row.lost = sorted(
@@ -271,7 +289,10 @@ async def probe(
 ) -> list[Row]:
     """Probe every known revision, oldest first."""
     if isinstance(target, list) and shutil.which(target[0]) is None:
-        raise ProbeError(f"server command not found: {target[0]}")
+        hint = ""
+        if len(target) == 1 and _HOST_PORT.fullmatch(target[0]):
+            hint = f" (to probe a URL, give its scheme: http://{target[0]})"
+        raise ProbeError(f"server command not found: {target[0]}{hint}")
     rows: list[Row] = []
     watch = _Watch()
     with tempfile.TemporaryFile("w+") as errlog:
@@ -341,23 +362,112 @@ def _explain(target: str | list[str], failure: BaseException, stderr: str) -> st
     return f"{_named(target)} did not speak MCP ({text})"
 
 
-def render(rows: list[Row]) -> str:
-    header = ("revision", "era", "outcome", "recorded", "server capabilities", "lost vs best")
-    lines = [header] + [
+WIDTH: Final = 100
+"""The human output fits this many columns, whatever the server answered."""
+_CELL: Final = 24
+"""Longer table cells (a revision string a server made up) are cut to this."""
+
+LEGEND: Final = (
+    (
+        "outcome",
+        "agreed: the server answered the revision offered; counter-offer: a legacy server"
+        " answered another one; refused (CODE): it answered a JSON-RPC error; timeout: no answer"
+        " within --timeout",
+    ),
+    (
+        "recorded",
+        "the revision the server answered: the one the client and server then speak, and"
+        " the one a negotiated server records",
+    ),
+    ("server capabilities", "the top-level keys of the capabilities the server declared at that revision"),
+    (
+        "lost vs best",
+        "features of the feature table (docs/concepts.md) that the best served revision"
+        " has and this one lacks: what a client at this revision goes without",
+    ),
+)
+
+
+def offered_names(capabilities: Mapping[str, Any]) -> list[str]:
+    """The declared client capabilities, by the names `client_supports` takes."""
+    names: list[str] = []
+    for key, value in capabilities.items():
+        if key in ("extensions", "experimental") and isinstance(value, Mapping):
+            names += [name if key == "extensions" else f"{key}.{name}" for name in value]
+            continue
+        names.append(key)
+        if isinstance(value, Mapping):
+            names += [f"{key}.{name}" for name in value]
+    return names
+
+
+def _cut(text: str, width: int = _CELL) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _wrapped(label: str, text: str, indent: int) -> list[str]:
+    """`text` after `label`, wrapped at commas and spaces to fit `WIDTH`, continued under it."""
+    return textwrap.wrap(
+        text,
+        width=WIDTH,
+        initial_indent=label.ljust(indent),
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,
+    ) or [label]
+
+
+def _identity(rows: list[Row]) -> str:
+    """The server's name and version, as its newest served revision gave them."""
+    for row in reversed(rows):
+        info = row.server_info or {}
+        name, version = info.get("name"), info.get("version")
+        if row.served and isinstance(name, str):
+            shown = f"version {_cut(version, 30)}" if isinstance(version, str) and version else "no version"
+            return f"{_cut(name, 60)} ({shown}, as it told {_cut(row.revision)})"
+    return "(it gave no name: a 2026-07-28 server need not)"
+
+
+def render(rows: list[Row], target: str | list[str], capabilities: Mapping[str, Any]) -> str:
+    """The human output: what was probed, the matrix, what each revision loses, a legend."""
+    offered = ", ".join(offered_names(capabilities)) or "none"
+    lines = [
+        *_wrapped(
+            "probed", _named(target) + (" (streamable HTTP)" if isinstance(target, str) else " (stdio)"), 9
+        ),
+        *_wrapped("server", _identity(rows), 9),
+        *_wrapped("offered", f"{offered} (the client capabilities the probe declared)", 9),
+        "",
+    ]
+    header = ("revision", "era", "outcome", "recorded")
+    table = [header] + [
         (
-            r.revision,
+            _cut(r.revision),
             r.era,
             r.outcome + (f" ({r.error_code})" if r.error_code is not None else ""),
-            r.answered or "-",
-            ",".join(r.server_capabilities) or "-",
-            ",".join(r.lost) or "-",
+            _cut(r.answered or "-"),
         )
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines
-    )
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    indent = sum(widths) + 2 * len(widths)
+    capabilities_column = ["server capabilities"] + [", ".join(r.server_capabilities) or "-" for r in rows]
+    for cells, last in zip(table, capabilities_column, strict=True):
+        left = "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)) + "  "
+        lines += [line.rstrip() for line in _wrapped(left, last, indent)]
+    best = best_served(rows)
+    lines += ["", f"lost vs best ({'best served: ' + best if best else 'no known revision was served'})"]
+    for r in rows:
+        if r.served:
+            detail = ", ".join(r.lost) or (
+                "nothing" if r.answered in revisions.KNOWN else "(a revision this library does not know)"
+            )
+        else:
+            detail = f"not served: {_cut(r.error or r.outcome, 300)}"
+        lines += _wrapped(f"  {_cut(r.revision)}", detail, 14)
+    lines += ["", "legend"]
+    for label, text in LEGEND:
+        lines += _wrapped(f"  {label}", text, 24)
+    return "\n".join(lines)
 
 
 def ucp_outcome(rows: list[Row], platform: Profile) -> dict[str, Any]:
@@ -386,10 +496,11 @@ def _render_ucp(outcome: dict[str, Any]) -> str:
     if "error" in outcome:
         return f"UCP: {outcome['error']}" + (f" ({outcome['message']})" if "message" in outcome else "")
     if "business_profile" in outcome:
-        return (
+        text = (
             f"UCP {outcome['version']}: an older version this business lists; it is negotiated against"
             f" the business's profile for it ({outcome['business_profile']}), which this probe does not read"
         )
+        return "\n".join(_wrapped("", text, 0))
     lines = [f"UCP {outcome['version']}:"]
     lines += [f"  agreed   {name} {version}" for name, version in sorted(outcome["capabilities"].items())]
     lines += [f"  dropped  {name} ({reason})" for name, reason in sorted(outcome["dropped"].items())]
@@ -463,10 +574,20 @@ def run(
         return failed(f"stopped by signal {stop.signum}", 128 + stop.signum)
     ucp = ucp_outcome(rows, ucp_profile) if ucp_profile else None
     if as_json:
-        fields = [{k: v for k, v in asdict(r).items() if k != "ucp_advertised"} for r in rows]
-        print(json.dumps({"revisions": fields, "ucp": ucp}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "target": _shown(chosen) if isinstance(chosen, str) else chosen,
+                    "capabilities": capabilities,
+                    "best": best_served(rows),
+                    "revisions": [asdict(r) for r in rows],
+                    "ucp": ucp,
+                },
+                indent=2,
+            )
+        )
     else:
-        print(render(rows))
+        print(render(rows, chosen, capabilities))
         if ucp is not None:
             print("\n" + _render_ucp(ucp))
     served = all(r.served for r in rows) and (ucp is None or "error" not in ucp)

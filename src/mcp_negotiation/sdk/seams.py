@@ -8,6 +8,7 @@ default) when the SDK changed under us, so the caller can warn and pass through.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
@@ -145,6 +146,18 @@ def middleware_list(server: Any) -> list[Any] | None:
     return None
 
 
+_SERVER_CLASSES: Final = frozenset({("mcp", "Server"), ("mcp", "MCPServer"), ("fastmcp", "FastMCP")})
+
+
+def is_sdk_server(value: object) -> bool:
+    """Whether `value` is a server of the SDK (or FastMCP), whatever it has become inside:
+    matched by class name and package, so that FastMCP is never imported for this."""
+    return any(
+        (cls.__module__.partition(".")[0], cls.__name__) in _SERVER_CLASSES
+        for cls in getattr(value.__class__, "__mro__", ())
+    )
+
+
 def _is_sdk_chain(candidate: Any) -> bool:
     try:
         from mcp.server.lowlevel.server import Server
@@ -164,6 +177,23 @@ def lowlevel_server(server: Any) -> Any | None:
         if inner is not None:
             return inner
     return None
+
+
+def registered_functions(server: Any) -> list[Any]:
+    """The functions an MCPServer registered as tools and prompts (private: its managers);
+    none for a server without them (a lowlevel `Server` registers handlers, not functions).
+    A prompt's is held behind pydantic's `validate_call`, one `__wrapped__` away."""
+    found: list[Any] = []
+    for manager, lister, layers in (
+        ("_tool_manager", "list_tools", 0),
+        ("_prompt_manager", "list_prompts", 1),
+    ):
+        listing = getattr(getattr(server, manager, None), lister, None)
+        items = listing() if callable(listing) and not inspect.iscoroutinefunction(listing) else None
+        for item in items if isinstance(items, list) else ():
+            fn = getattr(item, "fn", None)
+            found.append(getattr(fn, "__wrapped__", fn) if layers else fn)
+    return found
 
 
 def http_app_owner(server: Any) -> Any:
