@@ -137,30 +137,43 @@ def test_the_sdks_own_listing_for_a_refused_call_is_answered_empty_untraced() ->
     assert not decision.judged
 
 
-def test_the_repeat_key_is_exact_and_only_for_modern_envelopes() -> None:
-    key = Engine(Policy()).memo.key
-    same = key("tools/list", {"_meta": envelope({"x": True})}, MODERN, False)
-    assert same == key("tools/list", {"_meta": envelope({"x": True})}, MODERN, False)
-    assert same != key("tools/list", {"_meta": envelope({"x": 1})}, MODERN, False)  # true is not 1
-    assert same != key("tools/list", {"_meta": envelope({"x": True})}, MODERN, True)  # stdio counts
-    assert key("tools/list", {}, MODERN, False) is None
-    assert key("tools/list", {"_meta": {"traceparent": "x"}}, "2025-06-18", False) is None
+def test_the_repeat_shape_is_exact_and_only_for_modern_envelopes() -> None:
+    def shape(params: Any, revision: str = MODERN, on_stdio: bool = False) -> Any:
+        return Engine(Policy()).memo.find("tools/list", params, revision, on_stdio)[0]
+
+    same = shape({"_meta": envelope({"x": True})})
+    assert same == shape({"_meta": envelope({"x": True})})
+    assert same != shape({"_meta": envelope({"x": 1})})  # true is not 1
+    assert same != shape({"_meta": envelope({"x": True})}, on_stdio=True)  # stdio counts
+    assert shape({}) is None
+    assert shape({"_meta": {"traceparent": "x"}}, "2025-06-18") is None
 
 
 def test_only_traced_outcomes_and_small_shapes_are_remembered() -> None:
     engine = Engine(Policy())
     decision = engine.decide(message("tools/list", {"_meta": envelope()}))
-    key = engine.memo.key("tools/list", {"_meta": envelope()}, MODERN, False)
+    key, repeat = engine.memo.find("tools/list", {"_meta": envelope()}, MODERN, False)
     assert key is not None
+    assert repeat is None
     engine.remember(key, decision, None)  # nothing traced it: a repeat must trace it in full
-    assert engine.memo.get(key) is None
+    assert engine.memo.find("tools/list", {"_meta": envelope()}, MODERN, False)[1] is None
     engine.remember(key, decision, "handle")
-    repeat = engine.memo.get(key)
+    repeat = engine.memo.find("tools/list", {"_meta": envelope()}, MODERN, False)[1]
     assert repeat is not None
     assert repeat.published[0] is decision.record
     assert repeat.traced == "handle"
-    engine.remember(b"x" * (MAX_ENTRY_BYTES + 1), decision, "handle")
+    huge = (*key[:4], b"x" * (MAX_ENTRY_BYTES + 1))
+    engine.remember(huge, decision, "handle")
     assert len(engine.memo) == 1
+
+
+def test_a_session_record_is_published_as_held_until_the_day_or_policy_changes() -> None:
+    engine = Engine(Policy())
+    record = handshake(engine).record
+    assert engine.held_entry(record, "tools/list") == (record, engine.negotiator)
+    assert engine.held_entry(Refusal(-32021, "no"), "tools/list") is None
+    other = Engine(Policy(withhold=("sampling",)))
+    assert other.held_entry(record, "tools/list") is None  # made under another policy: decide
 
 
 @pytest.mark.parametrize("method", ["server/discover", "ping"])

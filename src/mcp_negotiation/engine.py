@@ -117,6 +117,11 @@ class Held:
     ucp_default: Any
 
 
+Shape = tuple[Any, Any, Any, bool, bytes]
+"""A modern request's shape: method, the SDK's revision, the envelope's, over stdio, and the
+envelope's maps encoded exactly (`true` is not `1`)."""
+
+
 class Repeat:
     """A memoised outcome: what to publish, and the handle telemetry counts a repeat with.
 
@@ -145,46 +150,41 @@ class RepeatMemo:
     __slots__ = ("_entries",)
 
     def __init__(self) -> None:
-        self._entries: BoundedCache[bytes, Repeat] = BoundedCache(MEMO_SIZE)
+        self._entries: BoundedCache[Shape, Repeat] = BoundedCache(MEMO_SIZE)
 
-    @staticmethod
-    def key(method: str, params: Any, revision: Any, on_stdio: bool) -> bytes | None:
-        """The shape of a request carrying a modern envelope, None for any other message.
+    def find(
+        self, method: str, params: Any, revision: Any, on_stdio: bool
+    ) -> tuple[Shape | None, Repeat | None]:
+        """The shape of a request carrying a modern envelope (None for any other message),
+        and the outcome memoised for it while that stands.
 
-        `on_stdio`: the request came over stdio (not the SDK's in-process dispatcher,
-        which a stdio server's tool may run with this very envelope).
+        `on_stdio`: the request came over stdio (not the SDK's in-process dispatcher, which
+        a stdio server's tool may run with this very envelope). Only the envelope's two maps
+        are encoded (the costliest step of a repeat); the strings are part of the key as
+        they are.
         """
         meta = params.get("_meta") if type(params) is dict else None
         if type(meta) is not dict or (version := meta.get(PROTOCOL_VERSION_KEY)) is None:
-            return None
+            return None, None
         try:
-            return marshal.dumps(
-                (
-                    method,
-                    revision,
-                    version,
-                    meta.get(CLIENT_CAPABILITIES_KEY),
-                    meta.get(CLIENT_INFO_KEY),
-                    on_stdio,
-                ),
-                MARSHAL_VERSION,
+            maps = marshal.dumps(
+                (meta.get(CLIENT_CAPABILITIES_KEY), meta.get(CLIENT_INFO_KEY)), MARSHAL_VERSION
             )
         except ValueError:  # not plain JSON values: negotiated every time
-            return None
+            return None, None
+        shape = (method, revision, version, on_stdio, maps)
+        repeat = self._entries.get(shape)
+        return shape, (repeat if repeat is not None and monotonic() < repeat.until else None)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: bytes) -> Repeat | None:
-        """The outcome memoised for `key` while it stands."""
-        repeat = self._entries.get(key)
-        return repeat if repeat is not None and monotonic() < repeat.until else None
-
-    def remember(self, key: bytes, published: tuple[Negotiation, Negotiator], traced: Any) -> None:
-        """Memoise `published` under `key`; a shape over `MAX_ENTRY_BYTES` is kept nowhere."""
-        if len(key) <= MAX_ENTRY_BYTES:
+    def remember(self, shape: Shape, published: tuple[Negotiation, Negotiator], traced: Any) -> None:
+        """Memoise `published` under `shape`; an envelope over `MAX_ENTRY_BYTES` is kept nowhere."""
+        size = len(shape[4]) + sum(len(part) for part in shape[:3] if isinstance(part, str))
+        if size <= MAX_ENTRY_BYTES:
             repeat = Repeat(published, traced, published[1].withdrawals.until)
-            self._entries.put(key, repeat, len(key) + retained_size(published[0]))
+            self._entries.put(shape, repeat, size + retained_size(published[0]))
 
 
 _ADVERTISED_IN: Final = {"initialize": "experimental", "server/discover": "extensions"}
@@ -203,6 +203,21 @@ class Engine:
         self.memo = RepeatMemo()
 
     # --- the decision -----------------------------------------------------------------
+
+    def held_entry(self, held: object, method: str) -> tuple[Negotiation, Negotiator] | None:
+        """What to publish for a legacy session's message when its record, as held, is the whole
+        decision: made under today's reading of the date and this policy, and no UCP call to
+        scope. One identity test and a clock read; anything else goes to `decide`."""
+        negotiator = self.negotiator
+        withdrawals = negotiator.withdrawals
+        if (
+            type(held) is Negotiation
+            and held.withheld is withdrawals.current  # (`Withdrawals.stands_for`, inline: per request)
+            and monotonic() < withdrawals.until
+            and (self.ucp is None or method != "tools/call")
+        ):
+            return held, negotiator
+        return None
 
     def decide(self, message: Inbound, base: Negotiation | None = None) -> Decision:
         """The decision for `message`. `base`: a memoised record of a UCP call's negotiation.
@@ -342,7 +357,7 @@ class Engine:
             repeat_is_whole=False,
         )
 
-    def remember(self, key: bytes, decision: Decision, traced: Any) -> None:
+    def remember(self, key: Shape, decision: Decision, traced: Any) -> None:
         """Memoise a modern request's outcome under its shape, once it was traced (or, for a
         UCP call, its negotiation alone)."""
         if decision.repeat is None:

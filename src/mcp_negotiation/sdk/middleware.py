@@ -15,13 +15,13 @@ import logging
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-from .. import telemetry
+from .. import revisions, telemetry
 from ..client_log import report
-from ..engine import Decision, Engine, Inbound
+from ..engine import Decision, Engine, Inbound, Shape
 from ..negotiation import Negotiation, Negotiator, Policy, Transport
 from . import seams
 from .asgi import JUDGED_MARK
@@ -30,6 +30,8 @@ from .context import _current
 from .origin import NO_HEADERS, on_stdio, origin
 
 logger = logging.getLogger("mcp_negotiation")
+
+_LEGACY: Final = frozenset(revisions.LEGACY)
 
 Entry = tuple[Negotiation, Negotiator]
 
@@ -54,17 +56,40 @@ class NegotiationMiddleware:
         if not self._settled:
             self._settle()
         engine = self.engine
-        key = base = None
-        if ctx.request is None and ctx.request_id is not None:
-            stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
-            key = engine.memo.key(ctx.method, ctx.params, ctx.protocol_version, stdio)
-            repeat = engine.memo.get(key) if key is not None else None
-            if repeat is not None:
-                if repeat.traced is None:
-                    base = repeat.published[0]  # a UCP call: its agreement is found each time
-                elif telemetry.repeated(repeat.traced):
-                    return await _publish(ctx, call_next, repeat.published)
+        key = base = entry = None
+        if ctx.request is None:  # off HTTP, a repeat is one lookup and a publish
+            if ctx.protocol_version in _LEGACY:  # a session's: the record its handshake left
+                entry = engine.held_entry(seams.held(ctx), ctx.method)
+            elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
+                stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
+                key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
+                if repeat is not None:
+                    if repeat.traced is None:
+                        base = repeat.published[0]  # a UCP call: its agreement is found each time
+                    elif telemetry.repeated(repeat.traced):
+                        entry = repeat.published
+            if entry is not None:
+                try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
+                    setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
+                except (AttributeError, TypeError):
+                    pass
+                token = _current.set(entry)
+                try:
+                    return await call_next(ctx)
+                finally:
+                    _current.reset(token)
+        return await self._decided(ctx, call_next, key, base)
+
+    async def _decided(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+        key: Shape | None,
+        base: Negotiation | None,
+    ) -> HandlerResult:
+        """Everything but a repeat: gather the facts, decide, and apply the decision."""
         started = time.perf_counter()
+        engine = self.engine
         message = _inbound(ctx)
         decision = engine.decide(message, base)
         if decision.judged and ctx.request is not None:
