@@ -44,6 +44,7 @@ import functools
 import gc
 import inspect
 import json
+import linecache
 import logging
 import os
 import platform
@@ -476,6 +477,8 @@ COSTS = (
 )
 VARIANTS = ("empty", "library")
 """The server with an empty SDK middleware in place of the library, and with the library."""
+EMPTY_RUNS = 3
+"""Runs of no call: what a run costs besides its calls (the loop, the client requests)."""
 ATTRIBUTED = 10
 """Calls `--profile` attributes to library functions (each dumps callgrind's counts dozens of times)."""
 
@@ -483,7 +486,8 @@ ATTRIBUTED = 10
 @dataclass
 class Instructions:
     cost: Cost
-    calls: int
+    calls: int  # per run
+    runs: int
     per_call: dict[str, float]  # by variant
 
     @property
@@ -497,15 +501,16 @@ def _server(cost: Cost, variant: str) -> MCPServer:
 
 
 async def count_child(
-    keys: Sequence[str], calls: int, warmup: int, collector: bool, attribute: bool = False
+    keys: Sequence[str], calls: int, runs: int, warmup: int, collector: bool, attribute: bool = False
 ) -> dict[str, int]:
-    """Inside callgrind (`--callgrind-child`): for each cost and variant, `calls` and then
-    `2 * calls` round trips after the same warm-up, each run dumped under its own label.
+    """Inside callgrind (`--callgrind-child`): for each cost and variant, after the same
+    warm-up, `EMPTY_RUNS` runs of no call and `runs` runs of `calls` round trips, each
+    dumped under its own label.
 
     Only these runs are instrumented: the interpreter's start-up and the warm-up are not
-    (they would take most of the time), and what they leave cancels in the difference.
-    With `attribute`, the library's run ends with `ATTRIBUTED` calls seen by `Attribution`:
-    the library calls it counted are returned."""
+    (they would take most of the time). With `attribute`, the library's runs are followed
+    by `ATTRIBUTED` calls seen by `LineAttribution`, then as many seen by `Attribution`:
+    the hits and calls they counted are returned."""
     import ctypes
 
     marks = ctypes.CDLL(os.environ[MARKS_LIBRARY])
@@ -522,20 +527,33 @@ async def count_child(
                 if not collector:
                     gc.disable()
                 marks.start_instrumentation()
-                for count in (calls, 2 * calls):
+                for index, count in enumerate((0,) * EMPTY_RUNS + (calls,) * runs):
                     marks.zero_stats()
                     await _calls(client, cost.path, count)
-                    marks.dump_stats_at(f"{cost.key} {variant} {count}".encode())
+                    marks.dump_stats_at(f"{cost.key} {variant} {count} {index}".encode())
                 if attribute and variant == "library":
+                    marks.stop_instrumentation()
+                    lines = LineAttribution(marks)
+                    sys.settrace(lines.call)
+                    await _calls(client, cost.path, warmup)  # tracing's own warm-up, not dumped
+                    lines.active = True
+                    marks.start_instrumentation()
+                    marks.zero_stats()
+                    await _calls(client, cost.path, ATTRIBUTED)
+                    lines.cut(Attribution.OUTSIDE)
+                    sys.settrace(None)
+                    seen = {f"line {label}": hits for label, hits in lines.hits.items()}
+                    marks.stop_instrumentation()
                     attribution = Attribution(marks)
                     attribution.install()
                     await _calls(client, cost.path, warmup)  # the wrappers' own warm-up, not dumped
                     attribution.calls.clear()
                     attribution.active = True
+                    marks.start_instrumentation()
                     marks.zero_stats()
                     await _calls(client, cost.path, ATTRIBUTED)
                     attribution.cut()
-                    seen = attribution.calls
+                    seen |= attribution.calls
                 marks.stop_instrumentation()
                 gc.enable()
                 gc.unfreeze()
@@ -580,7 +598,13 @@ def callgrind_missing() -> str | None:
 
 
 def run_counted(
-    keys: Sequence[str], calls: int, warmup: int, collector: bool, folder: Path, attribute: bool = False
+    keys: Sequence[str],
+    calls: int,
+    runs: int,
+    warmup: int,
+    collector: bool,
+    folder: Path,
+    attribute: bool = False,
 ) -> None:
     """Run the costs `keys` under callgrind, one process per OpenTelemetry setting, side by
     side (an SDK, once configured, stays for the process); their dumps land in `folder`."""
@@ -601,6 +625,8 @@ def run_counted(
             ",".join(group),
             "--calls",
             str(calls),
+            "--runs",
+            str(runs),
             "--warmup",
             str(warmup),
             *(["--collector"] if collector else []),
@@ -616,25 +642,33 @@ def run_counted(
             raise RuntimeError(f"the callgrind run failed (exit {code}):\n{tail}")
 
 
-def measure_instructions(keys: Sequence[str], calls: int, warmup: int, collector: bool) -> list[Instructions]:
-    """Per call: (I(2N) - I(N)) / N, so start-up, warm-up and the loop's own set-up cancel."""
+def per_call(dumps: list[tuple[str, Path, int]], key: str, variant: str) -> float:
+    """The median, over the runs, of a run's count less a run of no call, per call.
+
+    A median, not a mean: what the interpreter and the event loop do now and then (a timer
+    due, a dict grown) lands in one run or another, by wall-clock time (under callgrind, 50
+    times slower than the calls it measures) more than by the calls; the median run is a
+    repeat, what the targets are about."""
+    prefix = f"{key} {variant} "
+    counts = [(int(label.split()[-2]), total) for label, _, total in dumps if label.startswith(prefix)]
+    idle = statistics.median(total for calls, total in counts if calls == 0)
+    return statistics.median((total - idle) / calls for calls, total in counts if calls)
+
+
+def measure_instructions(
+    keys: Sequence[str], calls: int, runs: int, warmup: int, collector: bool
+) -> list[Instructions]:
     with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
         folder = Path(tmp)
-        run_counted(keys, calls, warmup, collector, folder)
-        counted = {label: total for label, _, total in _dumps(folder)}
-        results = []
-        for cost in COSTS:
-            if cost.key not in keys:
-                continue
-            per_call = {
-                variant: (
-                    counted[f"{cost.key} {variant} {2 * calls}"] - counted[f"{cost.key} {variant} {calls}"]
-                )
-                / calls
-                for variant in VARIANTS
-            }
-            results.append(Instructions(cost, calls, per_call))
-    return results
+        run_counted(keys, calls, runs, warmup, collector, folder)
+        dumps = _dumps(folder)
+        return [
+            Instructions(
+                cost, calls, runs, {variant: per_call(dumps, cost.key, variant) for variant in VARIANTS}
+            )
+            for cost in COSTS
+            if cost.key in keys
+        ]
 
 
 class Attribution:
@@ -735,6 +769,49 @@ class Attribution:
                     setattr(module, attribute, wrapper(value))
 
 
+class LineAttribution:
+    """Which lines of the library the instructions run on, for `--profile --lines`.
+
+    `sys.settrace` cuts callgrind's count at every line the library executes, at every call
+    into it and at every return out of it, labelled with the line that was running (or
+    `Attribution.OUTSIDE`). A line that calls code outside the library (`await call_next`
+    above all) is charged with what that code ran. Tracing costs instructions at every cut,
+    and at every call of any Python function (the global trace function runs): the report
+    takes an estimate of the first out.
+    """
+
+    def __init__(self, marks: Any) -> None:
+        self.marks = marks
+        self.root = str(Path(inspect.getfile(Negotiator)).parent)
+        self.label = Attribution.OUTSIDE
+        self.hits: dict[str, int] = {}
+        self.active = False
+
+    def cut(self, label: str) -> None:
+        if self.active:
+            self.marks.dump_stats_at(f"line {self.label}".encode())
+            self.hits[label] = self.hits.get(label, 0) + 1
+        self.label = label
+
+    def where(self, frame: Any) -> str:
+        return f"{frame.f_code.co_filename.removeprefix(self.root + os.sep)}:{frame.f_lineno}"
+
+    def local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            self.cut(self.where(frame))
+        elif event == "return":
+            back = frame.f_back
+            if back is None or not back.f_code.co_filename.startswith(self.root):
+                self.cut(Attribution.OUTSIDE)
+        return self.local
+
+    def call(self, frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename.startswith(self.root):
+            self.cut(self.where(frame))
+            return self.local
+        return None
+
+
 def _by_function(dump: Path) -> dict[str, int]:
     """A dump's self count per C function (callgrind_annotate), recursion levels merged."""
     text = subprocess.run(
@@ -752,42 +829,46 @@ def _by_function(dump: Path) -> dict[str, int]:
     return counts
 
 
-def profile(key: str, calls: int, warmup: int, collector: bool, top: int = 25) -> str:
-    """Where one path's added instructions go: by library function (`Attribution`), and by C
-    function (the per-call difference of callgrind_annotate's counts, library − empty)."""
+def profile(key: str, calls: int, runs: int, warmup: int, collector: bool, top: int = 25) -> str:
+    """Where one path's added instructions go: by library function (`Attribution`), by line
+    of the library (`LineAttribution`), and by C function (the per-call difference of
+    callgrind_annotate's counts, library − empty)."""
     cost = next(cost for cost in COSTS if cost.key == key)
     with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
         folder = Path(tmp)
-        run_counted([key], calls, warmup, collector, folder, attribute=True)
+        run_counted([key], calls, runs, warmup, collector, folder, attribute=True)
         dumps = _dumps(folder)
-        counted = {label: total for label, _, total in dumps}
-        per_call = {
-            variant: (counted[f"{key} {variant} {2 * calls}"] - counted[f"{key} {variant} {calls}"]) / calls
-            for variant in VARIANTS
-        }
+        counts = {variant: per_call(dumps, key, variant) for variant in VARIANTS}
         by_c: dict[str, float] = {}
-        for variant, sign in (("library", 1), ("empty", -1)):
-            for count, weight in ((2 * calls, 1), (calls, -1)):
-                dump = next(path for label, path, _ in dumps if label == f"{key} {variant} {count}")
-                for name, instructions in _by_function(dump).items():
-                    by_c[name] = by_c.get(name, 0.0) + sign * weight * instructions / calls
+        for variant, sign in (("library", 1), ("empty", -1)):  # all runs, less the runs of no call
+            for label, dump, _ in dumps:
+                if label.startswith(f"{key} {variant} "):
+                    count = int(label.split()[-2])
+                    weight = sign / (runs * calls) if count else -sign / EMPTY_RUNS / calls
+                    for name, instructions in _by_function(dump).items():
+                        by_c[name] = by_c.get(name, 0.0) + weight * instructions
         selves: dict[str, int] = {}
         segments: dict[str, int] = {}
+        selves_lines: dict[str, int] = {}
         for label, _, total in dumps:
             if label.startswith("fn "):
                 selves[label[3:]] = selves.get(label[3:], 0) + total
                 segments[label[3:]] = segments.get(label[3:], 0) + 1
+            elif label.startswith("line "):
+                selves_lines[label] = selves_lines.get(label, 0) + total
         library_calls = json.loads((folder / "calls.json").read_text())
-    wrapped_calls = sum(n for name, n in library_calls.items() if not name.startswith("(")) / ATTRIBUTED
+    wrapped_calls = (
+        sum(n for name, n in library_calls.items() if not name.startswith(("(", "line "))) / ATTRIBUTED
+    )
     # What the wrappers cost, spread evenly over the cuts (each segment ends at one).
-    per_cut = (sum(selves.values()) - per_call["library"] * ATTRIBUTED) / sum(segments.values())
+    per_cut = (sum(selves.values()) - counts["library"] * ATTRIBUTED) / sum(segments.values())
     corrected = {name: (total - segments[name] * per_cut) / ATTRIBUTED for name, total in selves.items()}
     cuts = sum(segments.values()) / ATTRIBUTED
     out = [
         f"# Where the added instructions go: {cost.path.name}, OTel SDK {'yes' if cost.otel else 'no'}",
         "",
-        f"Per call (N = {calls}): empty SDK middleware {per_call['empty']:,.0f}, with the library "
-        f"{per_call['library']:,.0f}, added {per_call['library'] - per_call['empty']:+,.0f}.",
+        f"Per call (median of {runs} runs of {calls}): empty SDK middleware {counts['empty']:,.0f}, with the"
+        f" library {counts['library']:,.0f}, added {counts['library'] - counts['empty']:+,.0f}.",
         "",
         "## By library function (self: what ran while it was the innermost library function,",
         "## the SDK, OpenTelemetry and the standard library it called included)",
@@ -800,12 +881,41 @@ def profile(key: str, calls: int, warmup: int, collector: bool, top: int = 25) -
         "| less wrappers, per request | as counted | calls per request | function |",
         "|--:|--:|--:|---|",
     ]
-    for name, total in sorted(corrected.items(), key=lambda item: -item[1])[:top]:
-        counted, made = selves[name] / ATTRIBUTED, library_calls.get(name, 0) / ATTRIBUTED
-        out.append(f"| {total:,.0f} | {counted:,.0f} | {made:g} | {name} |")
+    for name, less in sorted(corrected.items(), key=lambda item: -item[1])[:top]:
+        raw, made = selves[name] / ATTRIBUTED, library_calls.get(name, 0) / ATTRIBUTED
+        out.append(f"| {less:,.0f} | {raw:,.0f} | {made:g} | {name} |")
+    line_counts = {label[5:]: n for label, n in selves_lines.items() if label[5:] != Attribution.OUTSIDE}
+    line_hits = {name[5:]: n for name, n in library_calls.items() if name.startswith("line ")}
+    # The cheapest line is little more than the tracing that cut it: take that out of each hit.
+    tracing = min(count / line_hits[line] for line, count in line_counts.items() if line in line_hits)
     out += [
         "",
-        "## By C function (library − empty middleware, per call)",
+        "## By line of the library (`sys.settrace`; a line calling outside the library is charged",
+        "## with what it ran there, `await call_next(...)` with the rest of the request)",
+        "",
+        f"*less tracing* takes ~{tracing:,.0f} instructions per hit out (what the cheapest line cost",
+        "per hit); the global trace function also runs at every other Python call, which lands",
+        f"mostly on {Attribution.OUTSIDE} and on lines that call out. Over {ATTRIBUTED} requests.",
+        "",
+        "| less tracing, per request | as counted | hits per request | line | source |",
+        "|--:|--:|--:|---|---|",
+    ]
+    ranked = sorted(line_counts.items(), key=lambda item: -(item[1] - line_hits.get(item[0], 0) * tracing))
+    for line, count in ranked[:top]:
+        hits = line_hits.get(line, 0)
+        source = ""
+        if ":" in line:
+            file, number = line.rsplit(":", 1)
+            source = linecache.getline(
+                str(Path(inspect.getfile(Negotiator)).parent / file), int(number)
+            ).strip()
+        less = (count - hits * tracing) / ATTRIBUTED
+        out.append(
+            f"| {less:,.0f} | {count / ATTRIBUTED:,.0f} | {hits / ATTRIBUTED:g} | {line} | `{source[:70]}` |"
+        )
+    out += [
+        "",
+        "## By C function (library − empty middleware, per call: means over the runs, not medians)",
         "",
         "| added per call | C function (object) |",
         "|--:|---|",
@@ -1105,10 +1215,10 @@ def render_instructions(instructions: list[Instructions] | str) -> list[str]:
     ]
     if isinstance(instructions, str):
         return [*out, f"Not measured: {instructions}.", ""]
-    calls = instructions[0].calls if instructions else 0
+    runs = f"{instructions[0].runs} runs of {instructions[0].calls} calls" if instructions else "no run"
     out += [
-        f"Per call: (I(2N) − I(N)) / N, N = {calls}, client and server together (the client's",
-        "share is the same on both sides and cancels in *added*).",
+        f"Per call: the median over {runs} (each less a run of no call), client and server",
+        "together (the client's share is the same on both sides and cancels in *added*).",
         "",
         "| Path | OTel SDK | empty SDK middleware | with the library | added | target | met? |",
         "|---|---|--:|--:|--:|--:|:-:|",
@@ -1293,12 +1403,15 @@ def render(
         "  the in-memory client of each server (the library's, and the same server with an SDK",
         "  middleware that only calls the next, placed where the library's goes), makes the same",
         "  warm-up calls uninstrumented, collects, freezes and disables the garbage collector, then",
-        "  counts N calls and, apart, 2N calls (callgrind's client requests, from",
-        "  `callgrind_marks.c`, built with the C compiler). Per call is (I(2N) − I(N)) / N:",
+        "  counts runs of calls and runs of none, each apart (callgrind's client requests, from",
+        "  `callgrind_marks.c`, built with the C compiler). Per call is the median over the runs of",
+        "  (a run's count − a run of none) / its calls:",
         "  start-up, warm-up and the loop's set-up cancel. Client and server share the process, so",
         "  the counts include the client; its share is the same for both servers and cancels in",
-        "  *added*. With the collector running (`--collector`), whether a collection falls in the",
-        "  N or the 2N run moves *added* by a few thousand either way.",
+        "  *added*. Wall-clock time still moves the counts a little (the event loop's timers fall",
+        "  due in one run or another; so do expiries): the median keeps that out, and two runs of",
+        "  the command agree within a few hundred instructions per call. With the collector",
+        "  running (`--collector`), the runs it runs in are the ones the median leaves out.",
         "- INFO logging is disabled (for both servers alike); warnings and errors still print.",
         "- The machine may be shared: the load average is printed above, and the *range* column shows",
         "  how much one round can differ from another.",
@@ -1319,11 +1432,11 @@ async def main_async(args: argparse.Namespace) -> str:
         instructions = callgrind_missing()
         if instructions is None:
             print(
-                f"instructions (callgrind, {args.calls} and {2 * args.calls} calls per server) ...",
+                f"instructions (callgrind, {args.runs} runs of {args.calls} calls per server) ...",
                 flush=True,
             )
             instructions = measure_instructions(
-                [c.key for c in COSTS], args.calls, args.warmup, args.collector
+                [c.key for c in COSTS], args.calls, args.runs, args.warmup, args.collector
             )
             for i in instructions:
                 print(
@@ -1394,9 +1507,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, default=10_000, help="legacy sessions opened and closed")
     parser.add_argument("--window", type=int, default=1_000, help="sessions per traced window")
     parser.add_argument("--idle-sessions", type=int, default=200, help="idle sessions held open at once")
-    parser.add_argument(
-        "--calls", type=int, default=200, help="instruction count: N (N and 2N calls per server)"
-    )
+    parser.add_argument("--calls", type=int, default=10, help="instruction count: calls per run")
+    parser.add_argument("--runs", type=int, default=40, help="instruction count: runs per server")
     parser.add_argument("--warmup", type=int, default=300, help="instruction count: calls before counting")
     parser.add_argument(
         "--collector", action="store_true", help="instruction count: keep the cyclic gc running"
@@ -1414,7 +1526,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.rounds, args.round_seconds, args.repeat, args.min_seconds = 3, 0.05, 3, 0.02
         args.alone = 100
         args.sessions, args.window, args.idle_sessions = 300, 100, 20
-        args.calls, args.warmup = 10, 30
+        args.calls, args.runs, args.warmup = 5, 3, 30
     if args.instructions:
         args.only = [*(args.only or ()), "instructions"]
     # INFO logging (the SDK's per-request lines, the HTTP client's) is off for both servers
@@ -1423,13 +1535,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.callgrind_child:
         keys = args.callgrind_child.split(",")
         seen = asyncio.run(
-            count_child(keys, args.calls, args.warmup, args.collector, args.attribute is not None)
+            count_child(keys, args.calls, args.runs, args.warmup, args.collector, args.attribute is not None)
         )
         if args.attribute is not None:
             args.attribute.write_text(json.dumps(seen))
         return
     if args.profile:
-        print(profile(args.profile, args.calls, args.warmup, args.collector))
+        print(profile(args.profile, args.calls, args.runs, args.warmup, args.collector))
         return
     text = asyncio.run(main_async(args))
     # A partial run (--only, --instructions) would leave RESULTS.md without the other parts.
