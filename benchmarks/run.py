@@ -645,10 +645,10 @@ def run_counted(
 def per_call(dumps: list[tuple[str, Path, int]], key: str, variant: str) -> float:
     """The median, over the runs, of a run's count less a run of no call, per call.
 
-    A median, not a mean: what the interpreter and the event loop do now and then (a timer
-    due, a dict grown) lands in one run or another, by wall-clock time (under callgrind, 50
-    times slower than the calls it measures) more than by the calls; the median run is a
-    repeat, what the targets are about."""
+    A median, not a mean: what goes by the wall clock (the negotiator's date re-read every
+    60 s, which expires the memo of repeats) lands in one run or another, far more often
+    under callgrind, where calls take ~50 times longer, than in a real server; the median
+    run is a repeat, what the targets are about."""
     prefix = f"{key} {variant} "
     counts = [(int(label.split()[-2]), total) for label, _, total in dumps if label.startswith(prefix)]
     idle = statistics.median(total for calls, total in counts if calls == 0)
@@ -1407,11 +1407,12 @@ def render(
         "  `callgrind_marks.c`, built with the C compiler). Per call is the median over the runs of",
         "  (a run's count − a run of none) / its calls, so start-up, warm-up and the loop's set-up",
         "  do not count. Client and server share the process, so the counts include the client;",
-        "  its share is the same for both servers and cancels in *added*. Something that goes by",
-        "  the wall clock (event-loop timers, most likely) still moves a run's count now and then:",
-        "  the median leaves that out, and two runs of the command agree within a few hundred",
-        "  instructions per call. With the collector running (`--collector`), the median also",
-        "  leaves out most of the runs it ran in.",
+        "  its share is the same for both servers and cancels in *added*. What goes by the wall",
+        "  clock still moves a run's count now and then (for one, the negotiator re-reads the date",
+        "  every 60 seconds and the memo of repeats expires with it: under callgrind, where a call",
+        "  takes ~50 times longer, that lands in the counted runs far more often than in a real",
+        "  server). The median leaves such runs out, and two runs of the command agree within a",
+        "  few hundred instructions per call.",
         "- INFO logging is disabled (for both servers alike); warnings and errors still print.",
         "- The machine may be shared: the load average is printed above, and the *range* column shows",
         "  how much one round can differ from another.",
