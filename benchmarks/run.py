@@ -3,7 +3,16 @@
     .venv/bin/python benchmarks/run.py            # everything; writes benchmarks/RESULTS.md
     .venv/bin/python benchmarks/run.py --quick    # a smoke run (few rounds); writes nothing unless --output
 
-Three parts, in one run (HTTP servers in processes of their own, everything else in this one):
+    .venv/bin/python benchmarks/run.py --instructions        # only the instruction count; prints
+    .venv/bin/python benchmarks/run.py --profile ucp-modern  # where one path's added instructions go
+
+Four parts, in one run (HTTP servers and callgrind in processes of their own, everything
+else in this one):
+
+0. Instructions per call: what the library adds to a repeated in-memory `tools/call`,
+   counted by callgrind against the same server with an empty SDK middleware in the
+   library's place. Deterministic, so the issue's targets can be judged on a loaded
+   machine; `count_child` and the Method section say how.
 
 1. Overhead: `tools/call` round trips through the SDK's own `mcp.Client`, against a
    server with a trivial tool, once plain and once wrapped by `negotiate()`. Paths:
@@ -31,16 +40,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import gc
+import inspect
 import json
+import linecache
 import logging
 import os
 import platform
 import random
+import re
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import timeit
@@ -63,8 +78,8 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 from mcp_negotiation import Policy, negotiate  # noqa: E402
 from mcp_negotiation.negotiation import Negotiator, supports  # noqa: E402
+from mcp_negotiation.sdk import seams  # noqa: E402
 from mcp_negotiation.sdk.context import _current, client_supports  # noqa: E402
-from mcp_negotiation.sdk.seams import bind  # noqa: E402
 from mcp_negotiation.ucp import Profile, StaticResolver, negotiate_capabilities, parse_ucp_agent  # noqa: E402
 from ucp_shop import build as build_shop  # noqa: E402
 
@@ -101,17 +116,22 @@ def every_request_server(wrapped: bool) -> MCPServer:
     return plain_server(wrapped, Policy(trace_every_request=True))
 
 
-def empty_middleware_server(wrapped: bool) -> MCPServer:
-    """Reference, not the library: the plain server, and the same with an SDK middleware
-    that only calls the next one. It shows what any middleware costs on each path."""
-    server = plain_server(False)
-    if wrapped:
+def with_empty_middleware(server: MCPServer) -> MCPServer:
+    """`server` with an SDK middleware that only calls the next one, where `negotiate()` puts
+    the library's (right after the SDK's OpenTelemetry middleware): the floor any
+    middleware-based library starts from."""
 
-        async def passthrough(ctx: Any, call_next: Any) -> Any:
-            return await call_next(ctx)
+    async def passthrough(ctx: Any, call_next: Any) -> Any:
+        return await call_next(ctx)
 
-        server._lowlevel_server.middleware.append(passthrough)
+    seams.place(server.middleware, passthrough)
     return server
+
+
+def empty_middleware_server(wrapped: bool) -> MCPServer:
+    """Reference, not the library: the plain server, and the same with an empty SDK
+    middleware. It shows what any middleware costs on each path."""
+    return with_empty_middleware(plain_server(False)) if wrapped else plain_server(False)
 
 
 SERVERS: dict[str, Callable[[bool], MCPServer]] = {}
@@ -424,6 +444,488 @@ def configure_otel() -> Any:
 
 
 # --------------------------------------------------------------------------------------
+# Instructions per call (callgrind)
+# --------------------------------------------------------------------------------------
+
+MARKS_SOURCE = Path(__file__).with_name("callgrind_marks.c")
+MARKS_LIBRARY = "MCP_NEGOTIATION_BENCH_MARKS"
+"""The environment variable naming the built `callgrind_marks.c`, for the measured child."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A path whose repeated `tools/call` is counted in instructions, with what the
+    library may add to it: the issue's targets (a repeat is one lookup and a publish)."""
+
+    key: str  # what `--profile` takes
+    path: BenchPath
+    otel: bool
+    target: int
+
+
+def _path(name: str) -> BenchPath:
+    return next(path for path in PATHS if path.name == name)
+
+
+COSTS = (
+    Cost("legacy", _path("in-memory · legacy"), False, 6_000),
+    Cost("modern", _path("in-memory · modern"), False, 8_000),
+    Cost("modern-otel", _path("in-memory · modern"), True, 20_000),
+    Cost("ucp-legacy", _path("UCP cached · in-memory · legacy"), False, 25_000),
+    Cost("ucp-modern", _path("UCP cached · in-memory · modern"), False, 25_000),
+    Cost("ucp-modern-otel", _path("UCP cached · in-memory · modern"), True, 35_000),
+)
+VARIANTS = ("empty", "library")
+"""The server with an empty SDK middleware in place of the library, and with the library."""
+EMPTY_RUNS = 3
+"""Runs of no call: what a run costs besides its calls (the loop, the client requests)."""
+ATTRIBUTED = 10
+"""Calls `--profile` attributes to library functions (each dumps callgrind's counts dozens of times)."""
+
+
+@dataclass
+class Instructions:
+    cost: Cost
+    calls: int  # per run
+    runs: int
+    per_call: dict[str, float]  # by variant
+
+    @property
+    def added(self) -> float:
+        return self.per_call["library"] - self.per_call["empty"]
+
+
+def _server(cost: Cost, variant: str) -> MCPServer:
+    factory = cost.path.factory
+    return factory(True) if variant == "library" else with_empty_middleware(factory(False))
+
+
+async def count_child(
+    keys: Sequence[str], calls: int, runs: int, warmup: int, collector: bool, attribute: bool = False
+) -> dict[str, int]:
+    """Inside callgrind (`--callgrind-child`): for each cost and variant, after the same
+    warm-up, `EMPTY_RUNS` runs of no call and `runs` runs of `calls` round trips, each
+    dumped under its own label.
+
+    Only these runs are instrumented: the interpreter's start-up and the warm-up are not
+    (they would take most of the time). With `attribute`, the library's runs are followed
+    by `ATTRIBUTED` calls seen by `LineAttribution`, then as many seen by `Attribution`:
+    the hits and calls they counted are returned."""
+    import ctypes
+
+    marks = ctypes.CDLL(os.environ[MARKS_LIBRARY])
+    costs = [cost for cost in COSTS if cost.key in keys]
+    seen: dict[str, int] = {}
+    if any(cost.otel for cost in costs):
+        configure_otel()
+    for cost in costs:
+        for variant in VARIANTS:
+            async with Client(_server(cost, variant), mode=cost.path.mode) as client:
+                await _calls(client, cost.path, warmup)
+                gc.collect()
+                gc.freeze()  # what the warm-up left is no longer the collector's concern
+                if not collector:
+                    gc.disable()
+                marks.start_instrumentation()
+                for index, count in enumerate((0,) * EMPTY_RUNS + (calls,) * runs):
+                    marks.zero_stats()
+                    await _calls(client, cost.path, count)
+                    marks.dump_stats_at(f"{cost.key} {variant} {count} {index}".encode())
+                if attribute and variant == "library":
+                    marks.stop_instrumentation()
+                    lines = LineAttribution(marks)
+                    sys.settrace(lines.call)
+                    await _calls(client, cost.path, warmup)  # tracing's own warm-up, not dumped
+                    lines.active = True
+                    marks.start_instrumentation()
+                    marks.zero_stats()
+                    await _calls(client, cost.path, ATTRIBUTED)
+                    lines.cut(Attribution.OUTSIDE)
+                    sys.settrace(None)
+                    seen = {f"line {label}": hits for label, hits in lines.hits.items()}
+                    marks.stop_instrumentation()
+                    attribution = Attribution(marks)
+                    attribution.install()
+                    await _calls(client, cost.path, warmup)  # the wrappers' own warm-up, not dumped
+                    attribution.calls.clear()
+                    attribution.active = True
+                    marks.start_instrumentation()
+                    marks.zero_stats()
+                    await _calls(client, cost.path, ATTRIBUTED)
+                    attribution.cut()
+                    seen |= attribution.calls
+                marks.stop_instrumentation()
+                gc.enable()
+                gc.unfreeze()
+    return seen
+
+
+def _dumps(folder: Path) -> list[tuple[str, Path, int]]:
+    """Each dump in `folder`: the label it was dumped under and the instructions it counted
+    (both in its header)."""
+    found = []
+    trigger = "desc: Trigger: Client Request: "
+    for dump in folder.glob("callgrind.*"):
+        label = None
+        with dump.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if line.startswith(trigger):
+                    label = line[len(trigger) :].strip()
+                elif line.startswith("summary:"):
+                    if label is not None:
+                        found.append((label, dump, int(line.split()[1])))
+                    break
+    return found
+
+
+def _build_marks(folder: Path) -> Path:
+    library = folder / "callgrind_marks.so"
+    subprocess.run(
+        ["cc", "-O2", "-shared", "-fPIC", "-o", str(library), str(MARKS_SOURCE)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return library
+
+
+def callgrind_missing() -> str | None:
+    """Why the instruction count cannot run here, or None."""
+    for tool in ("valgrind", "cc"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not installed (valgrind's Debian package brings its headers)"
+    return None
+
+
+def run_counted(
+    keys: Sequence[str],
+    calls: int,
+    runs: int,
+    warmup: int,
+    collector: bool,
+    folder: Path,
+    attribute: bool = False,
+) -> None:
+    """Run the costs `keys` under callgrind, one process per OpenTelemetry setting, side by
+    side (an SDK, once configured, stays for the process); their dumps land in `folder`."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", MARKS_LIBRARY: str(_build_marks(folder))}
+    children: list[tuple[subprocess.Popen[bytes], Any]] = []
+    for otel in (False, True):
+        group = [cost.key for cost in COSTS if cost.key in keys and cost.otel == otel]
+        if not group:
+            continue
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={folder / f'callgrind.{len(children)}.%p'}",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--callgrind-child",
+            ",".join(group),
+            "--calls",
+            str(calls),
+            "--runs",
+            str(runs),
+            "--warmup",
+            str(warmup),
+            *(["--collector"] if collector else []),
+            *(["--attribute", str(folder / "calls.json")] if attribute else []),
+        ]
+        log = (folder / f"valgrind.{len(children)}.log").open("w")
+        children.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    for child, log in children:
+        code = child.wait()
+        log.close()
+        if code != 0:
+            tail = Path(log.name).read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the callgrind run failed (exit {code}):\n{tail}")
+
+
+def per_call(dumps: list[tuple[str, Path, int]], key: str, variant: str) -> float:
+    """The median, over the runs, of a run's count less a run of no call, per call.
+
+    A median, not a mean: what goes by the wall clock (the negotiator's date re-read every
+    60 s, which expires the memo of repeats) lands in one run or another, far more often
+    under callgrind, where calls take ~50 times longer, than in a real server; the median
+    run is a repeat, what the targets are about."""
+    prefix = f"{key} {variant} "
+    counts = [(int(label.split()[-2]), total) for label, _, total in dumps if label.startswith(prefix)]
+    idle = statistics.median(total for calls, total in counts if calls == 0)
+    return statistics.median((total - idle) / calls for calls, total in counts if calls)
+
+
+def measure_instructions(
+    keys: Sequence[str], calls: int, runs: int, warmup: int, collector: bool
+) -> list[Instructions]:
+    with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
+        folder = Path(tmp)
+        run_counted(keys, calls, runs, warmup, collector, folder)
+        dumps = _dumps(folder)
+        return [
+            Instructions(
+                cost, calls, runs, {variant: per_call(dumps, cost.key, variant) for variant in VARIANTS}
+            )
+            for cost in COSTS
+            if cost.key in keys
+        ]
+
+
+class Attribution:
+    """Which of the library's functions the instructions run under, for `--profile`.
+
+    Python functions are invisible to callgrind: they all run inside the interpreter's one
+    C loop. So each function and method of `mcp_negotiation` is wrapped: entering or
+    leaving one dumps the count so far, labelled with the library function that was
+    innermost while it ran (its *self* count: whatever it called outside the library
+    included). The SDK's `call_next` is a frame of its own, so the rest of the request is
+    not charged to the middleware. The wrappers cost instructions too; `profile` reports
+    how many per wrapped call.
+    """
+
+    OUTSIDE = "(outside the library)"
+    SDK = "(the SDK, from call_next)"
+
+    def __init__(self, marks: Any) -> None:
+        self.marks = marks
+        self.stack = [self.OUTSIDE]
+        self.calls: dict[str, int] = {}
+        self.active = False  # dumps only once counting (the first calls re-specialise the interpreter)
+
+    def cut(self) -> None:
+        if self.active:
+            self.marks.dump_stats_at(f"fn {self.stack[-1]}".encode())
+
+    def enter(self, name: str) -> None:
+        self.cut()
+        self.stack.append(name)
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def leave(self) -> None:
+        self.cut()
+        self.stack.pop()
+
+    def downstream(self, call_next: Callable[..., Any]) -> Callable[..., Any]:
+        async def seen(*args: Any, **kwargs: Any) -> Any:
+            self.enter(self.SDK)
+            try:
+                return await call_next(*args, **kwargs)
+            finally:
+                self.leave()
+
+        return seen
+
+    def wrap(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+            takes_call_next = "call_next" in inspect.signature(fn).parameters
+
+            async def coroutine(*args: Any, **kwargs: Any) -> Any:
+                self.enter(name)
+                try:
+                    if takes_call_next and args:
+                        args = (*args[:-1], self.downstream(args[-1]))
+                    return await fn(*args, **kwargs)
+                finally:
+                    self.leave()
+
+            return functools.update_wrapper(coroutine, fn)
+
+        def function(*args: Any, **kwargs: Any) -> Any:
+            self.enter(name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.leave()
+
+        return functools.update_wrapper(function, fn)
+
+    def install(self) -> None:
+        """Wrap every function and method defined in the library, wherever a module holds it."""
+        modules = {name: module for name, module in sys.modules.items() if name.startswith("mcp_negotiation")}
+        wrapped: dict[int, Callable[..., Any]] = {}
+
+        def wrapper(fn: Any) -> Any:
+            if id(fn) not in wrapped:  # a class or function several modules import is wrapped once
+                wrapped[id(fn)] = self.wrap(
+                    fn, f"{fn.__module__.removeprefix('mcp_negotiation.')}.{fn.__qualname__}"
+                )
+            return wrapped[id(fn)]
+
+        def ours(value: Any) -> bool:
+            made = value in wrapped.values()
+            return inspect.isfunction(value) and value.__module__ in modules and not made
+
+        for module in modules.values():
+            for attribute, value in list(vars(module).items()):
+                if inspect.isclass(value) and value.__module__ in modules:
+                    for method, member in list(vars(value).items()):
+                        if ours(member):
+                            setattr(value, method, wrapper(member))
+                        elif isinstance(member, staticmethod | classmethod) and ours(member.__func__):
+                            setattr(value, method, type(member)(wrapper(member.__func__)))
+                        elif isinstance(member, property) and ours(member.fget):
+                            setattr(value, method, property(wrapper(member.fget), member.fset, member.fdel))
+                elif ours(value):
+                    setattr(module, attribute, wrapper(value))
+
+
+class LineAttribution:
+    """Which lines of the library the instructions run on, for `--profile --lines`.
+
+    `sys.settrace` cuts callgrind's count at every line the library executes, at every call
+    into it and at every return out of it, labelled with the line that was running (or
+    `Attribution.OUTSIDE`). A line that calls code outside the library (`await call_next`
+    above all) is charged with what that code ran. Tracing costs instructions at every cut,
+    and at every call of any Python function (the global trace function runs): the report
+    takes an estimate of the first out.
+    """
+
+    def __init__(self, marks: Any) -> None:
+        self.marks = marks
+        self.root = str(Path(inspect.getfile(Negotiator)).parent)
+        self.label = Attribution.OUTSIDE
+        self.hits: dict[str, int] = {}
+        self.active = False
+
+    def cut(self, label: str) -> None:
+        if self.active:
+            self.marks.dump_stats_at(f"line {self.label}".encode())
+            self.hits[label] = self.hits.get(label, 0) + 1
+        self.label = label
+
+    def where(self, frame: Any) -> str:
+        return f"{frame.f_code.co_filename.removeprefix(self.root + os.sep)}:{frame.f_lineno}"
+
+    def local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            self.cut(self.where(frame))
+        elif event == "return":
+            back = frame.f_back
+            if back is None or not back.f_code.co_filename.startswith(self.root):
+                self.cut(Attribution.OUTSIDE)
+        return self.local
+
+    def call(self, frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename.startswith(self.root):
+            self.cut(self.where(frame))
+            return self.local
+        return None
+
+
+def _by_function(dump: Path) -> dict[str, int]:
+    """A dump's self count per C function (callgrind_annotate), recursion levels merged."""
+    text = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", "--inclusive=no", str(dump)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        found = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*):(\S+?)('\d+)? \[(.*)\]$", line)
+        if found:
+            name = f"{found[3]} ({Path(found[5]).name})"
+            counts[name] = counts.get(name, 0) + int(found[1].replace(",", ""))
+    return counts
+
+
+def profile(key: str, calls: int, runs: int, warmup: int, collector: bool, top: int = 25) -> str:
+    """Where one path's added instructions go: by library function (`Attribution`), by line
+    of the library (`LineAttribution`), and by C function (the per-call difference of
+    callgrind_annotate's counts, library − empty)."""
+    cost = next(cost for cost in COSTS if cost.key == key)
+    with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
+        folder = Path(tmp)
+        run_counted([key], calls, runs, warmup, collector, folder, attribute=True)
+        dumps = _dumps(folder)
+        counts = {variant: per_call(dumps, key, variant) for variant in VARIANTS}
+        by_c: dict[str, float] = {}
+        for variant, sign in (("library", 1), ("empty", -1)):  # all runs, less the runs of no call
+            for label, dump, _ in dumps:
+                if label.startswith(f"{key} {variant} "):
+                    count = int(label.split()[-2])
+                    weight = sign / (runs * calls) if count else -sign / EMPTY_RUNS / calls
+                    for name, instructions in _by_function(dump).items():
+                        by_c[name] = by_c.get(name, 0.0) + weight * instructions
+        selves: dict[str, int] = {}
+        segments: dict[str, int] = {}
+        selves_lines: dict[str, int] = {}
+        for label, _, total in dumps:
+            if label.startswith("fn "):
+                selves[label[3:]] = selves.get(label[3:], 0) + total
+                segments[label[3:]] = segments.get(label[3:], 0) + 1
+            elif label.startswith("line "):
+                selves_lines[label] = selves_lines.get(label, 0) + total
+        library_calls = json.loads((folder / "calls.json").read_text())
+    wrapped_calls = (
+        sum(n for name, n in library_calls.items() if not name.startswith(("(", "line "))) / ATTRIBUTED
+    )
+    # What the wrappers cost, spread evenly over the cuts (each segment ends at one).
+    per_cut = (sum(selves.values()) - counts["library"] * ATTRIBUTED) / sum(segments.values())
+    corrected = {name: (total - segments[name] * per_cut) / ATTRIBUTED for name, total in selves.items()}
+    cuts = sum(segments.values()) / ATTRIBUTED
+    out = [
+        f"# Where the added instructions go: {cost.path.name}, OTel SDK {'yes' if cost.otel else 'no'}",
+        "",
+        f"Per call (median of {runs} runs of {calls}): empty SDK middleware {counts['empty']:,.0f}, with the"
+        f" library {counts['library']:,.0f}, added {counts['library'] - counts['empty']:+,.0f}.",
+        "",
+        "## By library function (self: what ran while it was the innermost library function,",
+        "## the SDK, OpenTelemetry and the standard library it called included)",
+        "",
+        f"The {wrapped_calls:g} library calls per request were wrapped to be seen, which cut the",
+        f"count {cuts:g} times per request, at ~{per_cut:,.0f} instructions a cut;",
+        "*less wrappers* takes that out of each function's count, evenly per cut (an estimate:",
+        f"*as counted* is exact, wrappers included). Over {ATTRIBUTED} requests.",
+        "",
+        "| less wrappers, per request | as counted | calls per request | function |",
+        "|--:|--:|--:|---|",
+    ]
+    for name, less in sorted(corrected.items(), key=lambda item: -item[1])[:top]:
+        raw, made = selves[name] / ATTRIBUTED, library_calls.get(name, 0) / ATTRIBUTED
+        out.append(f"| {less:,.0f} | {raw:,.0f} | {made:g} | {name} |")
+    line_counts = {label[5:]: n for label, n in selves_lines.items() if label[5:] != Attribution.OUTSIDE}
+    line_hits = {name[5:]: n for name, n in library_calls.items() if name.startswith("line ")}
+    # The cheapest line is little more than the tracing that cut it: take that out of each hit.
+    tracing = min(count / line_hits[line] for line, count in line_counts.items() if line in line_hits)
+    out += [
+        "",
+        "## By line of the library (`sys.settrace`; a line calling outside the library is charged",
+        "## with what it ran there, `await call_next(...)` with the rest of the request)",
+        "",
+        f"*less tracing* takes ~{tracing:,.0f} instructions per hit out (what the cheapest line cost",
+        "per hit); the global trace function also runs at every other Python call, which lands",
+        f"mostly on {Attribution.OUTSIDE} and on lines that call out. Over {ATTRIBUTED} requests.",
+        "",
+        "| less tracing, per request | as counted | hits per request | line | source |",
+        "|--:|--:|--:|---|---|",
+    ]
+    ranked = sorted(line_counts.items(), key=lambda item: -(item[1] - line_hits.get(item[0], 0) * tracing))
+    for line, count in ranked[:top]:
+        hits = line_hits.get(line, 0)
+        source = ""
+        if ":" in line:
+            file, number = line.rsplit(":", 1)
+            source = linecache.getline(
+                str(Path(inspect.getfile(Negotiator)).parent / file), int(number)
+            ).strip()
+        less = (count - hits * tracing) / ATTRIBUTED
+        out.append(
+            f"| {less:,.0f} | {count / ATTRIBUTED:,.0f} | {hits / ATTRIBUTED:g} | {line} | `{source[:70]}` |"
+        )
+    out += [
+        "",
+        "## By C function (library − empty middleware, per call: means over the runs, not medians)",
+        "",
+        "| added per call | C function (object) |",
+        "|--:|---|",
+    ]
+    for name, added in sorted(by_c.items(), key=lambda item: -abs(item[1]))[:top]:
+        out.append(f"| {added:+,.0f} | {name} |")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------
 # Micro-benchmarks
 # --------------------------------------------------------------------------------------
 
@@ -517,7 +1019,7 @@ def micro_benchmarks(repeat: int, min_seconds: float) -> list[Micro]:
     request = ServerRequestContext(  # what the middleware publishes the entry on, per request
         session=None, lifespan_context=None, protocol_version="2026-07-28", method="tools/call"
     )
-    bind(request, entry)
+    seams.bind(request, entry)
     ctx = Context(request_context=request)  # what an MCPServer tool receives
     token = _current.set(entry)
     try:
@@ -700,6 +1202,43 @@ def _verdict(ratio: float) -> str:
     return "yes" if ratio >= TARGET_RATIO else "**no**"
 
 
+def render_instructions(instructions: list[Instructions] | str) -> list[str]:
+    """The section judging the cost targets; `instructions` says why, when not measured."""
+    out = [
+        "## Instructions per call: what the library adds to a `tools/call`",
+        "",
+        "Counted by callgrind (`valgrind --tool=callgrind`), so the figures do not depend on the",
+        "machine's load: the same `tools/call` repeated in memory, against the server with an SDK",
+        "middleware that only calls the next one where the library's would be, and with the",
+        "library (see Method). Targets (issue #22): a repeat is one lookup and a publish.",
+        "",
+    ]
+    if isinstance(instructions, str):
+        return [*out, f"Not measured: {instructions}.", ""]
+    runs = f"{instructions[0].runs} runs of {instructions[0].calls} calls" if instructions else "no run"
+    out += [
+        f"Per call: the median over {runs} (each less a run of no call), client and server",
+        "together (the client's share is the same on both sides and cancels in *added*).",
+        "",
+        "| Path | OTel SDK | empty SDK middleware | with the library | added | target | met? |",
+        "|---|---|--:|--:|--:|--:|:-:|",
+    ]
+    for i in instructions:
+        met = "yes" if i.added <= i.cost.target else "**no**"
+        out.append(
+            f"| {i.cost.path.name} | {'yes' if i.cost.otel else 'no'} | {i.per_call['empty']:,.0f} "
+            f"| {i.per_call['library']:,.0f} | {i.added:+,.0f} | ≤ {i.cost.target:,} | {met} |"
+        )
+    out += [
+        "",
+        "Re-measure with `python benchmarks/run.py --instructions` (a few minutes); where the",
+        "added instructions go, per function: `python benchmarks/run.py --profile KEY` with KEY one of",
+        f"{', '.join(f'`{cost.key}`' for cost in COSTS)}.",
+        "",
+    ]
+    return out
+
+
 def render(
     info: dict[str, str],
     overhead: list[Overhead],
@@ -707,6 +1246,7 @@ def render(
     memory: Memory | None,
     command: str,
     elapsed: float,
+    instructions: list[Instructions] | str | None = None,
 ) -> str:
     out = [
         "# Benchmark results",
@@ -750,6 +1290,8 @@ def render(
                 f"{'n/a' if o.reference else _verdict(ratio)} |"
             )
         out.append("")
+    if instructions is not None:
+        out += render_instructions(instructions)
     if micro:
         out += [
             "## Micro-benchmarks of the pure core",
@@ -854,6 +1396,23 @@ def render(
         "  read 0.970 (0.997 with gc disabled). A process per server avoids that too, but two",
         "  processes of one program differ by several percent (an A/A pair read 0.97 to 1.04 from",
         "  run to run), more than the 2 % being measured.",
+        "- Instructions per call: valgrind's callgrind counts the instructions the CPU executes, so",
+        "  other load on the machine does not change them. `run.py --instructions` starts this script",
+        "  under `valgrind --tool=callgrind --instr-atstart=no` with `PYTHONHASHSEED=0`, one process",
+        "  without and one with the OpenTelemetry SDK (configured as above). For each path it opens",
+        "  the in-memory client of each server (the library's, and the same server with an SDK",
+        "  middleware that only calls the next, placed where the library's goes), makes the same",
+        "  warm-up calls uninstrumented, collects, freezes and disables the garbage collector, then",
+        "  counts runs of calls and runs of none, each apart (callgrind's client requests, from",
+        "  `callgrind_marks.c`, built with the C compiler). Per call is the median over the runs of",
+        "  (a run's count − a run of none) / its calls, so start-up, warm-up and the loop's set-up",
+        "  do not count. Client and server share the process, so the counts include the client;",
+        "  its share is the same for both servers and cancels in *added*. What goes by the wall",
+        "  clock still moves a run's count now and then (for one, the negotiator re-reads the date",
+        "  every 60 seconds and the memo of repeats expires with it: under callgrind, where a call",
+        "  takes ~50 times longer, that lands in the counted runs far more often than in a real",
+        "  server). The median leaves such runs out, and two runs of the command agree within a",
+        "  few hundred instructions per call.",
         "- INFO logging is disabled (for both servers alike); warnings and errors still print.",
         "- The machine may be shared: the load average is printed above, and the *range* column shows",
         "  how much one round can differ from another.",
@@ -868,7 +1427,24 @@ async def main_async(args: argparse.Namespace) -> str:
     overhead: list[Overhead] = []
     micro: list[Micro] = []
     memory: Memory | None = None
-    parts = set(args.only or ("overhead", "micro", "memory"))
+    parts = set(args.only or ("instructions", "overhead", "micro", "memory"))
+    instructions: list[Instructions] | str | None = None
+    if "instructions" in parts:  # first: its callgrind processes would slow the timed parts
+        instructions = callgrind_missing()
+        if instructions is None:
+            print(
+                f"instructions (callgrind, {args.runs} runs of {args.calls} calls per server) ...",
+                flush=True,
+            )
+            instructions = measure_instructions(
+                [c.key for c in COSTS], args.calls, args.runs, args.warmup, args.collector
+            )
+            for i in instructions:
+                print(
+                    f"  {i.cost.key:16s} empty {i.per_call['empty']:,.0f}  added {i.added:+,.0f}", flush=True
+                )
+        else:
+            print(f"instructions: not measured, {instructions}", flush=True)
     if "micro" in parts:
         print("micro-benchmarks ...", flush=True)
         micro = micro_benchmarks(repeat=args.repeat, min_seconds=args.min_seconds)
@@ -904,7 +1480,7 @@ async def main_async(args: argparse.Namespace) -> str:
             raise RuntimeError("the OpenTelemetry SDK recorded nothing: the OTel rows would be meaningless")
     info["Load average at end"] = load_average()
     command = "python benchmarks/run.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
-    return render(info, overhead, micro, memory, command, time.perf_counter() - started)
+    return render(info, overhead, micro, memory, command, time.perf_counter() - started, instructions)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -912,7 +1488,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run: few rounds, small counts")
-    parser.add_argument("--only", action="append", choices=("overhead", "micro", "memory"))
+    parser.add_argument("--only", action="append", choices=("instructions", "overhead", "micro", "memory"))
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="only the instruction count (callgrind): --only instructions",
+    )
+    parser.add_argument(
+        "--profile", choices=[cost.key for cost in COSTS], help="where one path's added instructions go"
+    )
     parser.add_argument("--output", type=Path, help=f"where to write the table (default {RESULTS.name})")
     parser.add_argument("--path", action="append", help="only overhead paths whose name contains this")
     parser.add_argument("--no-otel", action="store_true", help="skip the overhead rows with the OTel SDK")
@@ -924,6 +1508,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, default=10_000, help="legacy sessions opened and closed")
     parser.add_argument("--window", type=int, default=1_000, help="sessions per traced window")
     parser.add_argument("--idle-sessions", type=int, default=200, help="idle sessions held open at once")
+    parser.add_argument("--calls", type=int, default=10, help="instruction count: calls per run")
+    parser.add_argument("--runs", type=int, default=40, help="instruction count: runs per server")
+    parser.add_argument("--warmup", type=int, default=300, help="instruction count: calls before counting")
+    parser.add_argument(
+        "--collector", action="store_true", help="instruction count: keep the cyclic gc running"
+    )
+    parser.add_argument("--callgrind-child", help=argparse.SUPPRESS)
+    parser.add_argument("--attribute", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve", choices=sorted(SERVERS), help=argparse.SUPPRESS)
     parser.add_argument("--wrapped", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--otel", action="store_true", help=argparse.SUPPRESS)
@@ -935,11 +1527,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.rounds, args.round_seconds, args.repeat, args.min_seconds = 3, 0.05, 3, 0.02
         args.alone = 100
         args.sessions, args.window, args.idle_sessions = 300, 100, 20
+        args.calls, args.runs, args.warmup = 5, 3, 30
+    if args.instructions:
+        args.only = [*(args.only or ()), "instructions"]
     # INFO logging (the SDK's per-request lines, the HTTP client's) is off for both servers
     # alike: printing it would dilute the ratio, not measure the library.
     logging.disable(logging.INFO)
+    if args.callgrind_child:
+        keys = args.callgrind_child.split(",")
+        seen = asyncio.run(
+            count_child(keys, args.calls, args.runs, args.warmup, args.collector, args.attribute is not None)
+        )
+        if args.attribute is not None:
+            args.attribute.write_text(json.dumps(seen))
+        return
+    if args.profile:
+        print(profile(args.profile, args.calls, args.runs, args.warmup, args.collector))
+        return
     text = asyncio.run(main_async(args))
-    output = args.output or (None if args.quick else RESULTS)
+    # A partial run (--only, --instructions) would leave RESULTS.md without the other parts.
+    output = args.output or (None if args.quick or args.only else RESULTS)
     if output is not None:
         Path(output).write_text(text)
         print(f"wrote {output}")
