@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import sys
+import types
 from typing import Any
 
 import pytest
@@ -197,6 +198,7 @@ def test_seams_answer_none_on_a_foreign_context() -> None:
 COMMON = {"connection": "Connection", "state": "dict"}
 EXPECTED: dict[str, dict[str, Any]] = {
     "memory-legacy": {
+        "held": True,
         "transport_kind": "jsonrpc",
         "headers": False,
         "on_stdio": False,
@@ -205,21 +207,36 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "session_id": False,
     },
     "memory-modern": {
+        "held": False,
         "transport_kind": "jsonrpc",
         "headers": False,
         "on_stdio": False,
         "transport": "memory",
     },
-    "direct-modern": {"transport_kind": "direct", "headers": False, "on_stdio": False, "transport": "memory"},
+    "direct-modern": {
+        "held": False,
+        "transport_kind": "direct",
+        "headers": False,
+        "on_stdio": False,
+        "transport": "memory",
+    },
     "stdio-legacy": {
+        "held": True,
         "transport_kind": "jsonrpc",
         "headers": False,
         "on_stdio": True,
         "transport": "stdio",
         "record_in_state": True,
     },
-    "stdio-modern": {"transport_kind": "jsonrpc", "headers": False, "on_stdio": True, "transport": "stdio"},
+    "stdio-modern": {
+        "held": False,
+        "transport_kind": "jsonrpc",
+        "headers": False,
+        "on_stdio": True,
+        "transport": "stdio",
+    },
     "http-legacy": {
+        "held": True,
         "transport_kind": "jsonrpc",
         "headers": True,
         "scope": True,
@@ -228,6 +245,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "session_id": True,
     },
     "http-stateless-legacy": {
+        "held": False,
         "transport_kind": "streamable-http",
         "headers": True,
         "scope": True,
@@ -235,8 +253,15 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "record_in_state": False,
         "session_id": False,
     },
-    "http-modern": {"transport_kind": "streamable-http", "headers": True, "scope": True, "transport": "http"},
+    "http-modern": {
+        "held": False,
+        "transport_kind": "streamable-http",
+        "headers": True,
+        "scope": True,
+        "transport": "http",
+    },
     "http-stateless-modern": {
+        "held": False,
         "transport_kind": "streamable-http",
         "headers": True,
         "scope": True,
@@ -285,6 +310,25 @@ async def test_seams_resolve_inside_real_requests(case: str) -> None:
     seen = await _seen(case)
     expected = {**COMMON, **EXPECTED[case], "era": case.rsplit("-", 1)[1]}
     assert {key: seen[key] for key in expected} == expected
+
+
+def test_steering_an_initialize_rewrites_the_params_the_sdk_commits_from() -> None:
+    """The SDK answers and commits `initialize` from one params object (see `steer_initialize`);
+    `test_e2e_sdk.py::test_counter_offer_is_what_the_sdk_answers_and_records` proves the
+    commit, on every SDK of the matrix. Here: what is rewritten, and when nothing is."""
+
+    @dataclasses.dataclass
+    class Ctx:
+        params: Any
+
+    unknown = Ctx({"protocolVersion": "zzz"})
+    assert seams.steer_initialize(unknown, "2025-06-18")
+    assert unknown.params["protocolVersion"] == "2025-06-18"
+    known = Ctx({"protocolVersion": "2025-06-18"})
+    assert seams.steer_initialize(known, "2025-06-18")
+    assert known.params == {"protocolVersion": "2025-06-18"}
+    frozen = Ctx(types.MappingProxyType({"protocolVersion": "zzz"}))
+    assert not seams.steer_initialize(frozen, "2025-06-18")
 
 
 def test_repeated_header_lines_are_one_list() -> None:

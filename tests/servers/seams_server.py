@@ -27,6 +27,7 @@ def report(ctx: Context) -> dict[str, Any]:
         "connection": type(seams.connection_of(request_ctx)).__name__,
         "state": type(state).__name__ if state is not None else None,
         "record_in_state": state is not None and state.get(seams.STATE_KEY) is not None,
+        "held": seams.held(request_ctx) is not None,
         "transport_kind": seams.transport_kind(request_ctx),
         "headers": seams.request_headers(request_ctx) is not None,
         "scope": isinstance(scope, MutableMapping),
