@@ -146,6 +146,7 @@ def test_the_repeat_shape_is_exact_and_only_for_modern_envelopes() -> None:
     assert same != shape({"_meta": envelope({"x": 1})})  # true is not 1
     assert same != shape({"_meta": envelope({"x": True})}, on_stdio=True)  # stdio counts
     assert shape({}) is None
+    assert shape({"_meta": {PROTOCOL_VERSION_KEY: []}}) is None  # unhashable, and no revision
     assert shape({"_meta": {"traceparent": "x"}}, "2025-06-18") is None
 
 
@@ -172,6 +173,7 @@ def test_a_session_record_is_published_as_held_until_the_day_or_policy_changes()
     record = handshake(engine).record
     assert engine.held_entry(record, "tools/list") == (record, engine.negotiator)
     assert engine.held_entry(Refusal(-32021, "no"), "tools/list") is None
+    assert engine.held_entry(record, "initialize") is None  # a handshake again is decided as one
     other = Engine(Policy(withhold=("sampling",)))
     assert other.held_entry(record, "tools/list") is None  # made under another policy: decide
 

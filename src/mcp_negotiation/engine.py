@@ -164,8 +164,8 @@ class RepeatMemo:
         they are.
         """
         meta = params.get("_meta") if type(params) is dict else None
-        if type(meta) is not dict or (version := meta.get(PROTOCOL_VERSION_KEY)) is None:
-            return None, None
+        if type(meta) is not dict or type(version := meta.get(PROTOCOL_VERSION_KEY)) is not str:
+            return None, None  # (a revision that is no string is refused as malformed, never memoised)
         try:
             maps = marshal.dumps(
                 (meta.get(CLIENT_CAPABILITIES_KEY), meta.get(CLIENT_INFO_KEY)), MARSHAL_VERSION
@@ -206,14 +206,15 @@ class Engine:
 
     def held_entry(self, held: object, method: str) -> tuple[Negotiation, Negotiator] | None:
         """What to publish for a legacy session's message when its record, as held, is the whole
-        decision: made under today's reading of the date and this policy, and no UCP call to
-        scope. One identity test and a clock read; anything else goes to `decide`."""
+        decision: made under today's reading of the date and this policy, not a handshake, and
+        no UCP call to scope. One identity test and a clock read; anything else goes to `decide`."""
         negotiator = self.negotiator
         withdrawals = negotiator.withdrawals
         if (
             type(held) is Negotiation
             and held.withheld is withdrawals.current  # (`Withdrawals.stands_for`, inline: per request)
             and monotonic() < withdrawals.until
+            and method != "initialize"  # a handshake again is negotiated as one
             and (self.ucp is None or method != "tools/call")
         ):
             return held, negotiator

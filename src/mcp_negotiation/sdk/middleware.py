@@ -15,7 +15,7 @@ import logging
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
@@ -30,8 +30,6 @@ from .context import _current
 from .origin import NO_HEADERS, on_stdio, origin
 
 logger = logging.getLogger("mcp_negotiation")
-
-_LEGACY: Final = frozenset(revisions.LEGACY)
 
 Entry = tuple[Negotiation, Negotiator]
 
@@ -58,7 +56,9 @@ class NegotiationMiddleware:
         engine = self.engine
         key = base = entry = None
         if ctx.request is None:  # off HTTP, a repeat is one lookup and a publish
-            if ctx.protocol_version in _LEGACY:  # a session's: the record its handshake left
+            # (A tuple: the in-process dispatcher takes whatever revision an envelope names, a list
+            # even, which no set could hash.)
+            if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
                 entry = engine.held_entry(seams.held(ctx), ctx.method)
             elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
                 stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
