@@ -23,6 +23,7 @@ import marshal
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from time import monotonic
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from . import revisions
@@ -187,6 +188,8 @@ class RepeatMemo:
             self._entries.put(shape, repeat, size + retained_size(published[0]))
 
 
+_NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
+
 _ADVERTISED_IN: Final = {"initialize": "experimental", "server/discover": "extensions"}
 
 PASS: Final = Decision("pass")
@@ -330,6 +333,17 @@ class Engine:
             session_id=message.session_id,
         )
         return Decision("serve", record, handshake=True)
+
+    async def scoped_repeat(self, base: Negotiation, params: Any) -> tuple[Negotiation, Negotiator] | None:
+        """What a repeated modern UCP call publishes: its memoised negotiation with the agreement
+        for the platform it names (memoised off HTTP, so no headers and no session default), or
+        None when the agreement cannot be had, for `decide` to refuse the call in full."""
+        if self.ucp is None:
+            return None
+        try:
+            return await self.ucp.for_call(base, params, _NO_HEADERS), self.negotiator
+        except UcpError:
+            return None
 
     async def with_ucp(self, decision: Decision, message: Inbound) -> Decision:
         """`decision` completed with the agreement for the platform a `tools/call` names."""

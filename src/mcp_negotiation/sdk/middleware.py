@@ -63,11 +63,17 @@ class NegotiationMiddleware:
             elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
                 stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
                 key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
-                if repeat is not None:
-                    if repeat.traced is None:
-                        base = repeat.published[0]  # a UCP call: its agreement is found each time
-                    elif telemetry.repeated(repeat.traced):
-                        entry = repeat.published
+                if repeat is None:
+                    pass
+                elif repeat.traced is not None:
+                    entry = repeat.published if telemetry.repeated(repeat.traced) else None
+                else:  # a UCP call: its agreement is found each time, and traced per call
+                    started = time.perf_counter()
+                    base = repeat.published[0]
+                    entry = await engine.scoped_repeat(base, ctx.params)
+                    if entry is not None:
+                        elapsed = time.perf_counter() - started
+                        telemetry.record_negotiation(ctx.method, entry[0], self.policy, elapsed)
             if entry is not None:
                 try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
                     setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
