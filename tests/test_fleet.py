@@ -272,7 +272,11 @@ async def _never(*args: Any) -> Any:
 
 
 def _describe(exc: BaseException) -> str:
-    return "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in _leaves(exc))
+    """Each leaf's type and text, and an MCP error's data (a UCP refusal's code and phrase)."""
+    return "; ".join(
+        f"{type(leaf).__name__}: {leaf}" + (f" {leaf.error.data}" if isinstance(leaf, MCPError) else "")
+        for leaf in _leaves(exc)
+    )
 
 
 def _log_tails(directory: Path) -> dict[str, str]:
