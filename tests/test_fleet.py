@@ -272,11 +272,25 @@ async def _never(*args: Any) -> Any:
 
 
 def _describe(exc: BaseException) -> str:
-    return "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in _leaves(exc))
+    """Each leaf's type and text, and an MCP error's data (a UCP refusal's code and phrase)."""
+    return "; ".join(
+        f"{type(leaf).__name__}: {leaf}" + (f" {leaf.error.data}" if isinstance(leaf, MCPError) else "")
+        for leaf in _leaves(exc)
+    )
 
 
 def _log_tails(directory: Path) -> dict[str, str]:
     return {path.name: path.read_text(errors="replace")[-2000:] for path in directory.glob("replica*.log")}
+
+
+def _warnings(directory: Path) -> list[str]:
+    """The replicas' warnings, e.g. a fetch that failed or the shared cache failing."""
+    return [
+        f"{path.stem}: {line}"
+        for path in sorted(directory.glob("replica*.log"))
+        for line in path.read_text(errors="replace").splitlines()
+        if " WARNING " in line
+    ]
 
 
 # -- the test -------------------------------------------------------------------------------
@@ -323,7 +337,7 @@ async def test_a_fleet_behind_haproxy_serves_each_client_its_own_negotiation(
                 tally.stop_requested.set()  # in case the clients finished first
         elapsed = time.monotonic() - started
 
-    logs = _log_tails(tmp_path)
+    logs, warnings = _log_tails(tmp_path), _warnings(tmp_path)[:20]
     hits = Counter(request.path for request in platform_host.requests)
     refusals = sum(tally.refusals.values())
     print(
@@ -332,7 +346,7 @@ async def test_a_fleet_behind_haproxy_serves_each_client_its_own_negotiation(
         f"replicas {dict(tally.replicas['modern'])} (modern) {dict(tally.replicas['legacy'])} (legacy), "
         f"profile hits {dict(hits)}, errors {len(tally.errors)}"
     )
-    assert tally.errors == [], (tally.errors[:20], logs)
+    assert tally.errors == [], (tally.errors[:20], warnings, logs)
     assert tally.stopped.is_set()
     # Every call was answered: a re-initialized session picks up where it left off.
     assert tally.calls + refusals == CLIENTS * CALLS
@@ -347,7 +361,7 @@ async def test_a_fleet_behind_haproxy_serves_each_client_its_own_negotiation(
     assert set(tally.replicas["modern"]) == {f"replica{i}" for i in range(1, REPLICAS + 1)}
     # Shared: each good profile fetched once by the whole fleet; the malformed one once per
     # backoff (1 s, then 2, 4, ... s), whichever replica asked.
-    assert all(hits[path] == 1 for path in [*PLATFORMS, NO_CHECKOUT] if hits[path]), hits
+    assert all(hits[path] == 1 for path in [*PLATFORMS, NO_CHECKOUT] if hits[path]), (hits, warnings)
     assert {path for path in PLATFORMS if hits[path]} == {plan.platform for plan in plans if plan.platform}
     assert 1 <= hits[BROKEN] <= math.floor(math.log2(elapsed + 1)) + 1, (hits[BROKEN], elapsed)
 

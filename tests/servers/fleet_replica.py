@@ -13,6 +13,7 @@ finish (within 10 s), then the streams still open (legacy GET streams) are cut.
 from __future__ import annotations
 
 import argparse
+import logging
 import socket
 import ssl
 import sys
@@ -41,10 +42,20 @@ def main() -> None:
         ssl_context=ssl.create_default_context(cafile=args.trust_ca),
         allow_addresses=["127.0.0.1"],
         allow_ports=ALL_PORTS,
-        # Generous: on the test's two loaded cores a replica's event loop lags by seconds.
-        shared_cache=RedisProfileCache(args.redis, timeout=5.0),
+        # Generous: on the test's two loaded cores a replica's event loop lags by seconds, and
+        # the platforms' host runs in the test's own process, which its 200 clients (and, in
+        # a whole-suite run, all the process carries) stall for seconds at a time. A fetch
+        # timed out is remembered by the whole fleet for its backoff, and every call naming
+        # that platform refused meanwhile. The fleet's lock outlasts the longest fetch.
+        connect_timeout=30.0,
+        read_timeout=30.0,
+        total_timeout=60.0,
+        shared_cache=RedisProfileCache(args.redis, timeout=5.0, lock_seconds=90.0),
     )
     server = build(resolver)
+    # One line per record (the SDK installs Rich's handler, which wraps at 80 columns): the
+    # test quotes the replicas' warnings when it fails.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
 
     @server.tool()
     async def whoami(ctx: Context) -> dict[str, Any]:

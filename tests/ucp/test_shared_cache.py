@@ -8,6 +8,7 @@ local HTTPS profile host that counts what it is asked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -158,6 +159,60 @@ async def test_a_replica_whose_copy_expired_takes_the_fleets_copy(
     assert calls(inspect) != before
     assert len(host.requests) == 1
     await cache.aclose()
+
+
+@contextlib.asynccontextmanager
+async def lock_requests_held(store: Redis) -> AsyncIterator[tuple[str, asyncio.Event, asyncio.Event]]:
+    """A TCP proxy to `store` (its URL is yielded) that holds back a request asking for a
+    lock (`SET ... NX`) until `release` is set, `holding` being set meanwhile: a replica
+    that has read a miss and not yet taken the lock, for as long as the test wants."""
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hold: bool) -> None:
+        try:
+            while chunk := await reader.read(65536):
+                if hold and b"$2\r\nNX\r\n" in chunk and not release.is_set():
+                    holding.set()
+                    await release.wait()
+                writer.write(chunk)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", store.port)
+        await asyncio.gather(pipe(reader, upstream_writer, True), pipe(upstream_reader, writer, False))
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"redis://127.0.0.1:{server.sockets[0].getsockname()[1]}/0", holding, release
+    finally:
+        release.set()
+        server.close()
+
+
+async def test_a_replica_that_missed_while_another_fetched_takes_that_fetch(
+    tls: Tls, store: Redis, host: ProfileServer, inspect: redis.Redis
+) -> None:
+    """The late replica read a miss; before it asks for the lock, another replica fetches,
+    stores and releases. The lock is free again, and taking it must not mean fetching."""
+    host.routes["/p.json"] = Route(headers=FRESH)
+    url = host.url("/p.json")
+    async with lock_requests_held(store) as (through_proxy, holding, release):
+        late, early = Fleet(tls, through_proxy, 1), Fleet(tls, store.url, 1)
+        async with asyncio.timeout(30):  # a hang is the failure here, reported as one
+            waiting = asyncio.create_task(late.replicas[0].resolve(url))
+            await holding.wait()
+            assert await early.replicas[0].resolve(url) == PROFILE
+            assert not inspect.exists(store_key("lock", url))
+            release.set()
+            assert await waiting == PROFILE
+        await late.aclose()
+        await early.aclose()
+    assert len(host.requests) == 1
+    assert not inspect.exists(store_key("lock", url))
 
 
 async def test_a_failure_is_remembered_once_for_the_fleet(

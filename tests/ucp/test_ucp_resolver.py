@@ -578,9 +578,18 @@ async def test_past_the_lookup_limit_a_name_is_refused_at_once_and_not_held_agai
         server.routes["/p.json"] = Route()
         healthy = server.url("/p.json", host="localhost")
         hanging = asyncio.create_task(failure(resolver, "https://only.hang.test/p.json"))
+        slot_free_when_told: list[bool] = []
+
+        def told(_: object) -> None:  # runs as the lookup's answer is told, in its thread
+            free = module._lookup_slots.acquire(blocking=False)
+            if free:
+                module._lookup_slots.release()
+            slot_free_when_told.append(free)
+
         try:
             async with asyncio.timeout(30):
                 await entered.wait()
+                module._lookups[("only.hang.test", 443)].add_done_callback(told)
                 with pytest.raises(UcpError) as busy:
                     await resolver.resolve(healthy)
         finally:
@@ -588,5 +597,7 @@ async def test_past_the_lookup_limit_a_name_is_refused_at_once_and_not_held_agai
         assert busy.value.code == PROFILE_UNREACHABLE
         assert "too many profile hosts" in busy.value.message
         assert await hanging == INVALID_PROFILE_URL
+        # Whoever hears that the lookup ended finds its slot free (not only after a while).
+        assert slot_free_when_told == [True]
         # The clock has not moved: a failure remembered against the URL would still stand.
         assert (await resolver.resolve(healthy)).version == DOCUMENT["ucp"]["version"]

@@ -307,13 +307,15 @@ def _look_up(host: str, port: int) -> concurrent.futures.Future[list[Any]]:
 
     def run() -> None:
         try:
-            future.set_result(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+            answer = partial(future.set_result, socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
         except BaseException as exc:  # handed to the waiting fetch, whatever it is
-            future.set_exception(exc)
-        finally:
-            with _lookups_lock:
-                del _lookups[key]
-            _lookup_slots.release()
+            answer = partial(future.set_exception, exc)
+        # The slot is free before the answer is told: a caller that saw this lookup end must
+        # not be refused as busy because of it.
+        with _lookups_lock:
+            del _lookups[key]
+        _lookup_slots.release()
+        answer()
 
     threading.Thread(target=run, name="mcp-negotiation-lookup", daemon=True).start()
     return future

@@ -8,8 +8,9 @@ Without it, each replica keeps its own cache: a fleet of N replicas fetches each
 platform's profile N times per TTL, keeps N backoffs for a failing host, and may hold N
 versions of one profile at once, so two calls of one checkout could be negotiated
 differently. With it, the fleet fetches each profile once per TTL (the first replica to
-miss takes a short lock, `SET NX PX`; the others wait for what it stores), remembers a
-failure once for everyone, and every replica serves the document that replica validated.
+miss takes a short lock, `SET NX PX` in one transaction with a second look at the entry;
+the others wait for what it stores), remembers a failure once for everyone, and every
+replica serves the document that replica validated.
 
 What the store holds and how it is trusted:
 
@@ -130,19 +131,24 @@ class RedisProfileCache:
         token = secrets.token_hex(16)
         locked = False
         try:
-            stored, failed_before = await self._read(key, failures, url)
-            if stored is not None:
-                return stored
-            attempts = max(attempts, failed_before)
-            locked = bool(await self._store(self._redis.set(lock, token, nx=True, px=self._lock_ms)))
-            if not locked:
-                stored = await self._wait_for_holder(key, lock, url)
-                if stored is not None:
-                    return stored
+            stored, failed_before, _ = await self._read(key, failures, url)
+            deadline = self._clock() + self._lock_ms / 1000
+            while stored is None and not locked:
+                # The lock is asked for in one transaction with a second look at the entry:
+                # between a miss and the lock, another replica may have fetched, stored and
+                # released, and the profile must not be fetched again. A holder that gives
+                # up or dies leaves no entry, and the next of those waiting takes the lock.
+                stored, failed_before, locked = await self._read(key, failures, url, claim=(lock, token))
+                if stored is None and not locked:
+                    if self._clock() >= deadline:
+                        break  # no one stored it within lock_seconds: fetch on our own
+                    await asyncio.sleep(self._poll_interval)
         except _StoreFailed:
             return await fetch_outcome(fetch, attempts)
         try:
-            outcome = await fetch_outcome(fetch, attempts)
+            if stored is not None:
+                return stored
+            outcome = await fetch_outcome(fetch, max(attempts, failed_before))
             await self._write(key, failures, url, outcome)
         finally:
             if locked:
@@ -174,32 +180,22 @@ class RedisProfileCache:
         with contextlib.suppress(_StoreFailed):  # logged; a lock left behind expires by itself
             await self._store(call)
 
-    async def _read(self, key: str, failures: str, url: str) -> tuple[Fetched | FetchFailed | None, int]:
-        """The stored outcome, and how many times in a row the fleet failed to fetch `url`:
-        counted apart from the outcome, which expires with the backoff it set, so that the
-        next backoff still grows."""
-        async with self._redis.pipeline(transaction=False) as pipe:
+    async def _read(
+        self, key: str, failures: str, url: str, *, claim: tuple[str, str] | None = None
+    ) -> tuple[Fetched | FetchFailed | None, int, bool]:
+        """The stored outcome; how many times in a row the fleet failed to fetch `url`
+        (counted apart from the outcome, which expires with the backoff it set, so that the
+        next backoff still grows); and whether the lock `claim` names (key, token) was taken,
+        atomically with the look at the entry."""
+        async with self._redis.pipeline(transaction=claim is not None) as pipe:
             pipe.getrange(key, 0, self._max_entry_bytes)  # one byte over the cap tells an entry too large
             pipe.pttl(key)
             pipe.get(failures)
-            value, pttl, failed = await self._store(pipe.execute())
+            if claim is not None:
+                pipe.set(claim[0], claim[1], nx=True, px=self._lock_ms)
+            value, pttl, failed, *taken = await self._store(pipe.execute())
         count = int(failed) if isinstance(failed, bytes) and failed.isdigit() else 0
-        return self._parse(value, pttl, url), min(count, 32)
-
-    async def _wait_for_holder(self, key: str, lock: str, url: str) -> Fetched | FetchFailed | None:
-        """What the replica holding the lock stores; None when it gave up (fetch on our own)."""
-        deadline = self._clock() + self._lock_ms / 1000
-        while self._clock() < deadline:
-            await asyncio.sleep(self._poll_interval)
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.getrange(key, 0, self._max_entry_bytes)
-                pipe.pttl(key)
-                pipe.exists(lock)
-                value, pttl, held = await self._store(pipe.execute())
-            stored = self._parse(value, pttl, url)
-            if stored is not None or not held:
-                return stored
-        return None
+        return self._parse(value, pttl, url), min(count, 32), bool(taken and taken[0])
 
     async def _write(self, key: str, failures: str, url: str, outcome: Fetched | FetchFailed) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:
