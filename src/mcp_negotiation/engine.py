@@ -334,14 +334,24 @@ class Engine:
         )
         return Decision("serve", record, handshake=True)
 
-    async def scoped_repeat(self, base: Negotiation, params: Any) -> tuple[Negotiation, Negotiator] | None:
-        """What a repeated modern UCP call publishes: its memoised negotiation with the agreement
-        for the platform it names (memoised off HTTP, so no headers and no session default), or
-        None when the agreement cannot be had, for `decide` to refuse the call in full."""
+    def held_for_ucp(self, held: object, method: str) -> Negotiation | None:
+        """A legacy session's record for a UCP call, when only the call's agreement is left to
+        find (see `held_entry`, which leaves those calls out)."""
+        if self.ucp is None or method != "tools/call" or type(held) is not Negotiation:
+            return None
+        return held if self.negotiator.withdrawals.stands_for(held) else None
+
+    async def scoped_repeat(
+        self, record: Negotiation, params: Any, session_default: Any = None
+    ) -> tuple[Negotiation, Negotiator] | None:
+        """What a repeated UCP call off HTTP (no headers) publishes: the negotiation it repeats
+        (a session's, or a memoised modern one) with the agreement for the platform the call
+        names, or None when that cannot be had, for `decide` to refuse the call in full."""
         if self.ucp is None:
             return None
         try:
-            return await self.ucp.for_call(base, params, _NO_HEADERS), self.negotiator
+            scoped = await self.ucp.for_call(record, params, _NO_HEADERS, session_default=session_default)
+            return scoped, self.negotiator
         except UcpError:
             return None
 

@@ -59,7 +59,10 @@ class NegotiationMiddleware:
             # (A tuple: the in-process dispatcher takes whatever revision an envelope names, a list
             # even, which no set could hash.)
             if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
-                entry = engine.held_entry(seams.held(ctx), ctx.method)
+                held = seams.held(ctx)
+                entry = engine.held_entry(held, ctx.method)
+                if entry is None and (record := engine.held_for_ucp(held, ctx.method)) is not None:
+                    entry = await self._scoped(ctx, record, seams.held(ctx, seams.UCP_STATE_KEY))
             elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
                 stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
                 key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
@@ -67,13 +70,9 @@ class NegotiationMiddleware:
                     pass
                 elif repeat.traced is not None:
                     entry = repeat.published if telemetry.repeated(repeat.traced) else None
-                else:  # a UCP call: its agreement is found each time, and traced per call
-                    started = time.perf_counter()
+                else:  # a UCP call: only its negotiation is memoised
                     base = repeat.published[0]
-                    entry = await engine.scoped_repeat(base, ctx.params)
-                    if entry is not None:
-                        elapsed = time.perf_counter() - started
-                        telemetry.record_negotiation(ctx.method, entry[0], self.policy, elapsed)
+                    entry = await self._scoped(ctx, base, None)
             if entry is not None:
                 try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
                     setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
@@ -85,6 +84,17 @@ class NegotiationMiddleware:
                 finally:
                     _current.reset(token)
         return await self._decided(ctx, call_next, key, base)
+
+    async def _scoped(
+        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, default: Any
+    ) -> Entry | None:
+        """A repeat of a UCP call: its record scoped to the agreement found for this call, which
+        is traced per call; None when the agreement cannot be had (the call is decided in full)."""
+        started = time.perf_counter()
+        entry = await self.engine.scoped_repeat(record, ctx.params, default)
+        if entry is not None:
+            telemetry.record_negotiation(ctx.method, entry[0], self.policy, time.perf_counter() - started)
+        return entry
 
     async def _decided(
         self,

@@ -38,12 +38,12 @@ def connection_state(ctx: Any) -> MutableMapping[str, Any] | None:
     return state if type(state) is dict or isinstance(state, MutableMapping) else None
 
 
-def held(ctx: Any) -> object:
-    """What the connection holds under our key (its handshake's record), None where nothing is
-    held or the SDK no longer offers per-connection state."""
+def held(ctx: Any, key: str = STATE_KEY) -> object:
+    """What the connection holds under our `key` (its handshake's record, by default), None
+    where nothing is held or the SDK no longer offers per-connection state."""
     # `connection_of`, inline: this runs on every request of a legacy session.
     state = getattr(getattr(getattr(ctx, "session", None), "_connection", None), "state", None)
-    return state.get(STATE_KEY) if type(state) is dict else None
+    return state.get(key) if type(state) is dict else None
 
 
 def session_id(ctx: Any) -> str | None:
