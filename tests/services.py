@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,11 +39,12 @@ def binary(name: str) -> str:
     return path
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[Any], timeout: float = 10) -> None:
+    """Terminate `process`, and kill it if it has not exited within `timeout` seconds."""
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -77,7 +79,7 @@ def redis_server() -> Iterator[Redis]:
                 try:
                     yield Redis(port, process)
                 finally:
-                    _stop(process)
+                    stop_process(process)
                     process.stdout.close()
                 return
         process.wait()
@@ -139,4 +141,4 @@ def haproxy(backends: list[int], directory: Path) -> Iterator[HAProxy]:
                 pass
             yield HAProxy(frontend, process)
         finally:
-            _stop(process)
+            stop_process(process)

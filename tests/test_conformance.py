@@ -25,6 +25,7 @@ import pytest
 
 from peers import compat
 from peers.node import PEERS, conformance_cli, ensure_packages, node, package_version
+from services import stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests/servers/conformance_server.py"
@@ -126,12 +127,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.fail(f"the conformance fixture did not start: {line!r}\n{log.read_text()[-3000:]}")
         yield f"http://127.0.0.1:{match.group(1)}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout=30)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -23,7 +23,6 @@ import marshal
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from time import monotonic
-from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from . import revisions
@@ -34,6 +33,7 @@ from .frozen_json import MARSHAL_VERSION, is_object
 from .negotiation import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
+    NO_HEADERS,
     PROTOCOL_VERSION_KEY,
     Negotiation,
     Negotiator,
@@ -187,8 +187,6 @@ class RepeatMemo:
             repeat = Repeat(published, traced, published[1].withdrawals.until)
             self._entries.put(shape, repeat, size + retained_size(published[0]))
 
-
-_NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
 
 _ADVERTISED_IN: Final = {"initialize": "experimental", "server/discover": "extensions"}
 
@@ -350,7 +348,7 @@ class Engine:
         if self.ucp is None:
             return None
         try:
-            scoped = await self.ucp.for_call(record, params, _NO_HEADERS, session_default=session_default)
+            scoped = await self.ucp.for_call(record, params, NO_HEADERS, session_default=session_default)
             return scoped, self.negotiator
         except UcpError:
             return None

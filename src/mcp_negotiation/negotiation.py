@@ -44,6 +44,7 @@ __all__ = [
     "MAX_CAPABILITY_NODES",
     "MAX_REVISION_LENGTH",
     "MAX_STRING_LENGTH",
+    "NO_HEADERS",
     "PROTOCOL_VERSION_KEY",
     "Negotiation",
     "Negotiator",
@@ -78,6 +79,8 @@ _RECORD: Final = 256
 Transport = Literal["stdio", "http", "memory", "unknown"]
 Outcome = Literal["accepted", "counter_offered"]
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+NO_HEADERS: Final[Mapping[str, str]] = _EMPTY
+"""The headers of a message that came with none (off HTTP), shared read-only."""
 
 logger = logging.getLogger("mcp_negotiation")
 

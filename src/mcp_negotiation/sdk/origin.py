@@ -13,14 +13,13 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any, Final
 
-from ..negotiation import Transport
+from ..negotiation import NO_HEADERS, Transport
 
 __all__ = ["NO_HEADERS", "RELEVANT_HEADERS", "on_stdio", "origin", "stdio_wrapper"]
 
 RELEVANT_HEADERS: Final = ("mcp-protocol-version", "ucp-agent")
 """The only request headers copied onto records: never authorization or cookies."""
 
-NO_HEADERS: Final[Mapping[str, str]] = MappingProxyType({})
 
 on_stdio: ContextVar[bool] = ContextVar("mcp_negotiation.on_stdio", default=False)
 """Set while a server runs inside the SDK's `stdio_server`."""
