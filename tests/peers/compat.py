@@ -37,7 +37,7 @@ def load_matrix() -> dict[str, Any]:
 
 
 def current_env() -> dict[str, Any] | None:
-    """The matrix entry this test run is in (dev.py sets the variable), or None for `.venv`."""
+    """The matrix entry this test run is in (noxfile.py sets the variable), or None outside the matrix."""
     name = os.environ.get(ENV_VAR)
     if not name:
         return None
@@ -52,7 +52,7 @@ def installed(distribution: str) -> str:
 
 
 def sdk_description() -> str:
-    env = os.environ.get(ENV_VAR) or ".venv"
+    env = os.environ.get(ENV_VAR) or "outside the matrix"
     return f"mcp {installed('mcp')}, fastmcp {installed('fastmcp')} ({env})"
 
 
@@ -75,16 +75,13 @@ def _rows(block: str) -> list[list[str]]:
 def render_matrix() -> str:
     """The page's SDK table, from tests/peers/matrix.toml."""
     matrix = load_matrix()
-    lines = ["| environment | mcp | mcp-types | fastmcp | tests |", "|---|---|---|---|---|"]
+    lines = ["| nox session | mcp | mcp-types | fastmcp | tests |", "|---|---|---|---|---|"]
     for entry in matrix["env"]:
         modern = "fastmcp" in entry
         types = entry["mcp"] if modern else "–"
-        files = (
-            "the end-to-end files" if "files" not in entry else ", ".join(f"`{f}`" for f in entry["files"])
-        )
-        lines.append(
-            f"| `.venvs/{entry['name']}` | {entry['mcp']} | {types} | {entry.get('fastmcp', '–')} | {files} |"
-        )
+        files = "the end-to-end files" if modern else "the mcp 1.x suite"
+        fastmcp = entry.get("fastmcp", "–")
+        lines.append(f"| `matrix({entry['name']})` | {entry['mcp']} | {types} | {fastmcp} | {files} |")
     return "\n".join(lines) + "\n"
 
 

