@@ -75,7 +75,7 @@ def _installed(session: nox.Session, names: tuple[str, ...]) -> dict[str, str | 
         "    except m.PackageNotFoundError: return None\n"
         "print(json.dumps({n: v(n) for n in sys.argv[1:]}))"
     )
-    out = session.run("python", "-c", code, *names, silent=True)
+    out = session.run("python", "-c", code, *names, silent=True, log=False)
     return None if out is None else dict(json.loads(out))
 
 
@@ -119,8 +119,11 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The main pytest run (arguments after `--` replace its paths), in the newest SDK the
-    metadata admits; without arguments, then each matrix row whose pins differ from it."""
+    """The main pytest run: every test file but the peers', in the newest SDK in range.
+
+    Arguments after `--` replace its paths. Without them it then queues each matrix row whose
+    pins differ from this environment's: the row it already is does not run twice.
+    """
     session.install("-e", ".[test]")
     _install_services(session)
     if not session.posargs:
@@ -143,7 +146,7 @@ def peers(session: nox.Session) -> None:
 @nox.session(default=False)
 @nox.parametrize("row", [nox.param(row, id=row["name"]) for row in ROWS])
 def matrix(session: nox.Session, row: dict[str, Any]) -> None:
-    """One SDK matrix row: the package with the row's pins and the rest of the `test` extra."""
+    """One SDK matrix row (queued by `tests`): its pins, and the rest of the `test` extra."""
     pins = _pins(row)
     rest = [r for r in TEST_EXTRA if Requirement(r).name not in SDK]
     session.install("-e", ".", *rest, *(f"{name}=={v}" for name, v in pins.items() if v is not None))
@@ -158,8 +161,11 @@ def matrix(session: nox.Session, row: dict[str, Any]) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """mkdocs build --strict (arguments after `--` replace it: `-- serve` to preview)."""
-    session.install("-e", ".", *_from_test_extra("mkdocs", "mkdocstrings"))
+    """mkdocs build --strict (arguments after `--` replace it: `-- serve` to preview).
+
+    With ruff, which mkdocstrings formats the API reference's signatures with.
+    """
+    session.install("-e", ".", *_from_test_extra("mkdocs", "mkdocstrings", "ruff"))
     session.run("python", "-m", "mkdocs", *(session.posargs or ["build", "--strict"]))
 
 

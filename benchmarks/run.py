@@ -1,10 +1,10 @@
 """Benchmarks: what `mcp-negotiation` costs a server, measured against the same server without it.
 
-    .venv/bin/python benchmarks/run.py            # everything; writes benchmarks/RESULTS.md
-    .venv/bin/python benchmarks/run.py --quick    # a smoke run (few rounds); writes nothing unless --output
+    python3 dev.py nox -s bench            # everything; writes benchmarks/RESULTS.md
+    python3 dev.py nox -s bench -- --quick # a smoke run (few rounds); writes nothing unless --output
 
-    .venv/bin/python benchmarks/run.py --instructions        # only the instruction count; prints
-    .venv/bin/python benchmarks/run.py --profile ucp-modern  # where one path's added instructions go
+    python3 dev.py nox -s bench -- --instructions        # only the instruction count; prints
+    python3 dev.py nox -s bench -- --profile ucp-modern  # where one path's added instructions go
 
 Four parts, in one run (HTTP servers and callgrind in processes of their own, everything
 else in this one):

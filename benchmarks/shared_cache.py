@@ -1,7 +1,9 @@
 """What the fleet-shared profile cache costs on the hot path: Redis commands per cached call.
 
-    .venv/bin/python benchmarks/shared_cache.py            # 3 replicas x 10,000 cached resolves
-    .venv/bin/python benchmarks/shared_cache.py --quick    # 3 x 200, a smoke run
+    .nox/bench/bin/python benchmarks/shared_cache.py            # 3 replicas x 10,000 cached resolves
+    .nox/bench/bin/python benchmarks/shared_cache.py --quick    # 3 x 200, a smoke run
+
+(`python3 dev.py nox -s bench` builds that environment and installs redis-server.)
 
 A real redis-server (Debian's package, on an ephemeral loopback port) and a local HTTPS
 profile host, as in the tests. Three `HttpsProfileResolver`s, each with its own

@@ -2,7 +2,7 @@
 
 Each runs as a child process on 127.0.0.1 with an ephemeral port and is ready when it
 says so (redis-server's log line, HAProxy's `READY=1` on the notify socket): no sleeping.
-`dev.py test` installs both when they are missing; without them these tests skip.
+nox's `tests` session installs both when they are missing; without them these tests skip.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def binary(name: str) -> str:
         (str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if p.exists()), None
     )
     if path is None:
-        pytest.skip(f"{name} is not installed (python3 dev.py test installs it)")
+        pytest.skip(f"{name} is not installed (nox's tests session installs it: python3 dev.py nox -s tests)")
     return path
 
 

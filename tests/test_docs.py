@@ -17,7 +17,7 @@ Every fenced block in README.md and docs/ is collected and checked by its langua
 Every package a python block imports is installed with the library, or named on its
 page (`pip install opentelemetry-sdk`), and no page installs the library by a name no
 package index has. The site is built with `python -m mkdocs build --strict`, from the
-venv running the tests (`python3 dev.py docs` does the same), with every HTTP(S) proxy
+venv running the tests (nox's `docs` session does the same), with every HTTP(S) proxy
 variable pointing at a closed port, so that a build that tried to fetch anything (a
 theme asset, a mkdocstrings inventory) would fail.
 """
@@ -302,13 +302,40 @@ def _dev_commands() -> set[str]:
     return {key.value for key in table.keys if isinstance(key, ast.Constant) and isinstance(key.value, str)}
 
 
+def _nox_sessions() -> set[str]:
+    """The sessions noxfile.py defines (functions under `@nox.session`), read without nox."""
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and any(ast.unparse(d).startswith("nox.session") for d in node.decorator_list)
+    }
+
+
+def _named_sessions(nox_args: list[str]) -> list[str]:
+    """The sessions `-s`/`--session` names in nox's arguments (up to `--`), without parameters."""
+    named, selecting = [], False
+    for word in nox_args:
+        if word == "--":
+            break
+        if word.startswith("-"):
+            selecting = word in ("-s", "--session", "--sessions")
+        elif selecting:
+            named.append(word.split("(", 1)[0])
+    return named
+
+
 def _runs_on_a_fresh_clone(command: str) -> bool:
     """Whether `command` runs as written in a fresh clone, with nothing but Python 3.11+ and pip
-    (and, for `pip`, the package indexes): `python3 dev.py COMMAND`, or pip installing
-    the clone, a wheel built from it, or published packages; never the library by name."""
+    (and, for `pip`, the package indexes): `python3 dev.py COMMAND` (for `nox`, naming only
+    sessions noxfile.py has), or pip installing the clone, a wheel built from it, or published
+    packages; never the library by name."""
     words = shlex.split(command)
     if words[:2] == ["python3", "dev.py"]:
-        return len(words) > 2 and words[2] in _dev_commands()
+        if len(words) < 3 or words[2] not in _dev_commands():
+            return False
+        return words[2] != "nox" or set(_named_sessions(words[3:])) <= _nox_sessions()
     if words[:1] != ["pip"] or len(words) < 3 or words[1] not in ("install", "wheel"):
         return False  # a bare `python` may be missing, or lack the dependencies
     targets = [word for word in words[2:] if not word.startswith("-") and word != "dist"]
@@ -324,9 +351,11 @@ def _runs_on_a_fresh_clone(command: str) -> bool:
 
 def test_every_command_the_readme_shows_runs_on_a_fresh_clone() -> None:
     commands = _commands(ROOT / "README.md")
-    assert "python3 dev.py docs" in commands  # found at all
+    assert "python3 dev.py nox -s docs" in commands  # found at all
     assert "pip install -e ." in commands
     assert [c for c in commands if not _runs_on_a_fresh_clone(c)] == []
+    assert not _runs_on_a_fresh_clone("python3 dev.py test")  # no such command
+    assert not _runs_on_a_fresh_clone("python3 dev.py nox -s lint doc -- -q")  # no such session
     assert not _runs_on_a_fresh_clone("python -m mkdocs build --strict")  # the system's Python has no mkdocs
     assert not _runs_on_a_fresh_clone("pip install 'mcp-negotiation[instrumentation]'")  # not published
 

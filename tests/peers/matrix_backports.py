@@ -1,6 +1,6 @@
 """A pytest plugin for the SDK matrix: client-side conveniences older SDKs lack, backported.
 
-dev.py loads it (`-p matrix_backports`) in every matrix environment. It changes only
+noxfile.py loads it (`-p matrix_backports`) in every matrix session. It changes only
 what the *test clients* can be handed, never a server, the transports or this library,
 and only where the installed SDK lacks the feature (each backport is feature-detected):
 

