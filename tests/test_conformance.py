@@ -251,7 +251,7 @@ def test_the_compatibility_page_lists_the_matrix() -> None:
 
 
 def test_this_environment_is_one_the_page_claims() -> None:
-    """In a matrix environment, its exact pins; in `.venv`, an mcp inside the claimed range."""
+    """In a matrix environment, its exact pins; outside the matrix, an mcp inside the claimed range."""
     import tomllib
 
     from packaging.requirements import Requirement
@@ -267,7 +267,7 @@ def test_this_environment_is_one_the_page_claims() -> None:
     claimed = next(Requirement(d) for d in dependencies if Requirement(d).name == "mcp")
     assert compat.installed("mcp") in claimed.specifier
     minors = {e["mcp"].rsplit(".", 1)[0] for e in compat.claimed_entries()}
-    assert compat.installed("mcp").rsplit(".", 1)[0] in minors, "the main .venv runs a minor the matrix lacks"
+    assert compat.installed("mcp").rsplit(".", 1)[0] in minors, "this runs a minor the matrix lacks"
 
 
 def test_the_claimed_range_is_what_the_matrix_proves() -> None:

@@ -235,8 +235,8 @@ def _distribution_of(module: str) -> str | None:
     if spec is None or spec.origin is None:  # not a module, or a namespace package (no files)
         return None
     origin = Path(spec.origin).resolve()
-    if ROOT in origin.parents and ".venv" not in origin.parts:
-        return None  # the library itself (an editable install) or an example's module
+    if ROOT in origin.parents and Path(sys.prefix).resolve() not in origin.parents:
+        return None  # the library itself (an editable install) or an example's module, not the venv's
     for name in importlib.metadata.packages_distributions().get(top, []):
         files = importlib.metadata.distribution(name).files or []
         if any(origin == Path(str(f.locate())).resolve() for f in files):
