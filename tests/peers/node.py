@@ -116,7 +116,7 @@ def main() -> int:
             "@modelcontextprotocol/client",
         )
     )
-    print(f"[dev] peers: node {node_version()}; {versions}", file=sys.stderr, flush=True)
+    print(f"npm peers: node {node_version()}; {versions}", file=sys.stderr, flush=True)
     return 0
 
 
