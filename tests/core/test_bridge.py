@@ -59,6 +59,8 @@ def test_leg_normalises_and_validates() -> None:
         Leg("", "mcp", "2025-03-26", ())
     with pytest.raises(ValueError, match="version must be a non-empty string"):
         Leg("client", "mcp", "", ())
+    with pytest.raises(ValueError, match="version is a revision date"):
+        Leg("client", "mcp", "1.0.0", {"tools"})
     with pytest.raises(ValueError, match="unknown protocol"):
         Leg("client", "smtp", "1", ())
     with pytest.raises(ValueError, match="not the single string 'tools'"):

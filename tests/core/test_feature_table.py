@@ -101,6 +101,8 @@ def test_feature_names_partition_the_table() -> None:
         "resource_links",
         "tool_annotations",
     } <= set(server)
+    with pytest.raises(ValueError, match="side must be 'client' or 'server'"):
+        revisions.feature_names("zzz")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", sorted(FEATURES))

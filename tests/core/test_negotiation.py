@@ -1,4 +1,5 @@
-"""The pure negotiation core: Policy, Negotiator (both eras), supports, refusals.
+"""The pure negotiation core: Negotiator (both eras), supports, refusals, the deprecation
+window through a Policy (what a Policy accepts and refuses to be built with: test_policy.py).
 
 Refusals are checked against the specification's own error models, as shipped by the SDK
 (`mcp_types._v2026_07_28.UnsupportedProtocolVersionError`, ...), not only against dicts.
@@ -33,7 +34,7 @@ from mcp_negotiation.negotiation import (
     required_capabilities_object,
     supports,
 )
-from mcp_negotiation.revisions import KNOWN, LEGACY
+from mcp_negotiation.revisions import LEGACY
 from support.harness import fake_clock
 
 MODERN = "2026-07-28"
@@ -101,113 +102,6 @@ def test_negotiation_refused_carries_its_refusal() -> None:
     exc = NegotiationRefused(refusal)
     assert exc.refusal is refusal
     assert str(exc) == "missing"
-
-
-# --- Policy --------------------------------------------------------------------------------
-
-
-def test_default_policy_accepts_every_known_revision() -> None:
-    assert Policy().accepted() == KNOWN
-    assert Policy().advertise == "modern"
-
-
-@pytest.mark.parametrize(
-    ("low", "high", "expected"),
-    [
-        ("2025-06-18", None, ("2025-06-18", "2025-11-25", MODERN)),
-        (None, "2025-03-26", ("2024-11-05", "2025-03-26")),
-        ("2025-03-26", "2025-11-25", ("2025-03-26", "2025-06-18", "2025-11-25")),
-        (MODERN, MODERN, (MODERN,)),
-    ],
-)
-def test_policy_bounds(low: str | None, high: str | None, expected: tuple[str, ...]) -> None:
-    assert Policy(min_revision=low, max_revision=high).accepted() == expected
-
-
-@pytest.mark.parametrize("value", ["zzz", "", "2099-01-01", "2025-6-18"])
-@pytest.mark.parametrize("field", ["min_revision", "max_revision"])
-def test_policy_unknown_revision_raises(field: str, value: str) -> None:
-    with pytest.raises(ValueError, match=field):
-        Policy(**{field: value})  # type: ignore[arg-type]
-
-
-def test_policy_accepting_nothing_raises() -> None:
-    with pytest.raises(ValueError, match="accepts no revision"):
-        Policy(min_revision="2025-11-25", max_revision="2025-03-26")
-
-
-@pytest.mark.parametrize(
-    "name", ["nope", "", "sampling.foo", "ROOTS", "experimental.", "structured_output", "logging", "sessions"]
-)
-def test_policy_unknown_required_capability_raises(name: str) -> None:
-    # Server-side rows are not client capabilities: requiring them of a client is a mistake.
-    with pytest.raises(ValueError, match="required_capabilities"):
-        Policy(required_capabilities=(name,))
-
-
-@pytest.mark.parametrize(
-    "name", ["sampling", "roots.listChanged", "elicitation.url", "tasks", "io.x/y", "experimental.foo"]
-)
-def test_policy_known_required_capability_is_accepted(name: str) -> None:
-    assert Policy(required_capabilities=[name]).required_capabilities == (name,)  # type: ignore[arg-type]
-
-
-def test_policy_single_required_string_is_one_name() -> None:
-    assert Policy(required_capabilities="sampling").required_capabilities == ("sampling",)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("value", ["none", "legacy", "", "ALL"])
-def test_policy_advertise_other_values_raise(value: str) -> None:
-    with pytest.raises(ValueError, match="advertise"):
-        Policy(advertise=value)  # type: ignore[arg-type]
-
-
-def test_policy_withhold_takes_one_name_or_many_and_checks_them() -> None:
-    assert Policy(withhold="sampling").withhold == {"sampling"}  # type: ignore[arg-type]
-    names = {"sampling.tools", "logging", "io.x/y", "experimental.foo"}  # server-side rows too
-    assert Policy(withhold=frozenset(names)).withhold == names
-    for bad in ("bogus", "sampling.foo", "", 5):
-        with pytest.raises(ValueError, match=f"unknown feature in withhold: {bad!r}"):
-            Policy(withhold=frozenset({bad}))  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("field", ["today", "removal_date"])
-def test_policy_dates_must_be_dates(field: str) -> None:
-    with pytest.raises(TypeError, match=rf"{field} must be a datetime.date .*; got '2027-08-01'"):
-        Policy(**{field: "2027-08-01"})  # type: ignore[arg-type]
-
-
-def test_policy_negative_months_raise_at_construction() -> None:
-    with pytest.raises(ValueError, match="negative"):
-        Policy(months_since_deprecation=-1)
-
-
-def test_policy_is_frozen() -> None:
-    policy = Policy()
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        policy.min_revision = "2025-06-18"  # type: ignore[misc]
-
-
-def test_policy_withdrawn() -> None:
-    assert Policy(months_since_deprecation=0).withdrawn() == frozenset()
-    assert Policy(months_since_deprecation=12).withdrawn() == revisions.DEPRECATED_FEATURES
-    assert Policy(today=date(2027, 7, 27)).withdrawn() == frozenset()
-    assert Policy(today=date(2027, 7, 28)).withdrawn() == revisions.DEPRECATED_FEATURES
-    assert Policy(months_since_deprecation=0, withhold=frozenset({"elicitation"})).withdrawn() == {
-        "elicitation"
-    }
-    early_removal = date(2026, 8, 28)  # a one-month window
-    assert Policy(removal_date=early_removal, months_since_deprecation=0).withdrawn() == frozenset()
-    assert Policy(removal_date=early_removal, months_since_deprecation=1).withdrawn() == {
-        "roots",
-        "sampling",
-        "logging",
-    }
-    assert Policy(removal_date=early_removal, today=date(2026, 9, 1)).withdrawn() == {
-        "roots",
-        "sampling",
-        "logging",
-    }
 
 
 # --- Negotiator.initialize (legacy) ------------------------------------------------------------
@@ -757,6 +651,27 @@ def test_without_session_refuses_a_revision_the_policy_does_not_accept(revision:
     assert refusal_of(lambda: negotiator.without_session(revision, transport="http")).code == -32022
 
 
+def test_a_ping_without_a_session_under_a_modern_only_policy_is_not_labelled_legacy() -> None:
+    record = Negotiator(Policy(min_revision="2026-07-28")).without_session(
+        "2025-11-25", transport="http", any_revision=True
+    )
+    assert (record.era, record.protocol_version) == ("modern", "2026-07-28")
+
+
+def test_a_stateless_legacy_request_refused_is_told_the_legacy_revisions_it_could_use() -> None:
+    negotiator = Negotiator(Policy(min_revision="2025-06-18"))
+    with pytest.raises(NegotiationRefused) as refused:
+        negotiator.without_session("2025-03-26", transport="http")
+    assert refused.value.refusal.data == {
+        "supported": ["2025-11-25", "2025-06-18"],
+        "requested": "2025-03-26",
+    }
+    modern_only = Negotiator(Policy(min_revision="2026-07-28"))
+    with pytest.raises(NegotiationRefused) as nothing_legacy:
+        modern_only.without_session("2025-11-25", transport="http")
+    assert nothing_legacy.value.refusal.data["supported"] == ["2026-07-28"]  # the advertised, then
+
+
 # --- supports --------------------------------------------------------------------------------
 
 
@@ -887,6 +802,19 @@ def test_withhold_withdraws_a_feature_and_its_sub_features() -> None:
     assert n.withheld >= {"elicitation"}
 
 
+def test_withholding_extensions_withholds_every_extension() -> None:
+    policy = Policy(withhold="extensions")
+    record = Negotiator(policy).initialize(
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {"io.modelcontextprotocol/ui": {}}, "experimental": {"x": {}}},
+            "clientInfo": {"name": "c", "version": "1"},
+        }
+    )
+    assert not supports(record, "io.modelcontextprotocol/ui")
+    assert supports(record, "experimental.x")
+
+
 def test_unpinned_clock_closes_the_window_on_a_running_negotiator(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = fake_clock(monkeypatch, date(2027, 7, 27))
     ng = Negotiator(Policy())
@@ -953,75 +881,3 @@ def test_missing_required() -> None:
     assert "roots.listChanged" in refusal.message
     assert "sampling" not in refusal.message
     assert refusal.data == {"requiredCapabilities": {"sampling": {}, "roots": {"listChanged": True}}}
-
-
-# ---------------------------------------------------------------------------------------
-# Policy options, as an author configures them
-
-
-@pytest.mark.parametrize("name", ["strict", "record_client_identity", "trace_every_request"])
-@pytest.mark.parametrize("value", ["false", 0, 1, None])
-def test_a_switch_is_true_or_false_nothing_that_reads_as_either(name: str, value: Any) -> None:
-    with pytest.raises(TypeError, match=f"{name} must be True or False"):
-        Policy(**{name: value})
-
-
-def test_a_pinned_day_decides_the_window_to_the_day_whatever_the_month_count() -> None:
-    """A removal date off the 28th: counting months alone would close the window early."""
-    removal = date(2027, 1, 15)
-    day_before = date(2026, 12, 28)  # five whole months after 2026-07-28
-    assert Policy(removal_date=removal, today=day_before).withdrawn() == frozenset()
-    both = Policy(removal_date=removal, today=day_before, months_since_deprecation=5)
-    assert both.withdrawn() == frozenset()
-    assert revisions.deprecation_window_open(removal=removal, today=day_before, months_since_deprecation=5)
-
-
-def test_withholding_extensions_withholds_every_extension() -> None:
-    policy = Policy(withhold="extensions")
-    record = Negotiator(policy).initialize(
-        {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"extensions": {"io.modelcontextprotocol/ui": {}}, "experimental": {"x": {}}},
-            "clientInfo": {"name": "c", "version": "1"},
-        }
-    )
-    assert not supports(record, "io.modelcontextprotocol/ui")
-    assert supports(record, "experimental.x")
-    with pytest.raises(ValueError, match="withholds"):
-        Policy(withhold="extensions", required_capabilities=("io.modelcontextprotocol/ui",))
-
-
-def test_a_ping_without_a_session_under_a_modern_only_policy_is_not_labelled_legacy() -> None:
-    record = Negotiator(Policy(min_revision="2026-07-28")).without_session(
-        "2025-11-25", transport="http", any_revision=True
-    )
-    assert (record.era, record.protocol_version) == ("modern", "2026-07-28")
-
-
-def test_a_stateless_legacy_request_refused_is_told_the_legacy_revisions_it_could_use() -> None:
-    negotiator = Negotiator(Policy(min_revision="2025-06-18"))
-    with pytest.raises(NegotiationRefused) as refused:
-        negotiator.without_session("2025-03-26", transport="http")
-    assert refused.value.refusal.data == {
-        "supported": ["2025-11-25", "2025-06-18"],
-        "requested": "2025-03-26",
-    }
-    modern_only = Negotiator(Policy(min_revision="2026-07-28"))
-    with pytest.raises(NegotiationRefused) as nothing_legacy:
-        modern_only.without_session("2025-11-25", transport="http")
-    assert nothing_legacy.value.refusal.data["supported"] == ["2026-07-28"]  # the advertised, then
-
-
-def test_a_policy_with_a_ucp_policy_hashes(tmp_path: Any) -> None:
-    from mcp_negotiation.ucp import UcpPolicy
-
-    business = {
-        "ucp": {
-            "version": "2026-04-08",
-            "capabilities": {"dev.ucp.shopping.checkout": [{"version": "2026-04-08"}]},
-        }
-    }
-    one = Policy(ucp=UcpPolicy(business_profile=business))
-    other = Policy(ucp=UcpPolicy(business_profile=dict(business)))
-    assert one == other
-    assert hash(one) == hash(other)

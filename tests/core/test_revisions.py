@@ -183,10 +183,11 @@ def test_known_revisions_filters_orders_and_deduplicates() -> None:
         ("tasks", False),
         ("rootsy", False),
         ("", False),
+        (None, False),
     ],
 )
-def test_is_deprecated(name: str, expected: bool) -> None:
-    assert revisions.is_deprecated(name) is expected
+def test_is_deprecated(name: str | None, expected: bool) -> None:
+    assert revisions.is_deprecated(name) is expected  # type: ignore[arg-type]
 
 
 def test_deprecated_features_are_the_sep_2577_trio() -> None:
