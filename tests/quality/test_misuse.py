@@ -24,7 +24,6 @@ from mcp_negotiation import (
     negotiate,
     negotiated,
     negotiation,
-    negotiation_of,
     requires,
     requires_ucp,
     revisions,
@@ -66,16 +65,6 @@ def test_decorators_written_without_their_parentheses() -> None:
 
     with pytest.raises(TypeError, match=r"@requires\('name', \.\.\.\)"):
         requires(tool)  # type: ignore[arg-type]
-
-
-def test_negotiated_keeps_the_builders_signature_and_policy() -> None:
-    @negotiated(Policy(min_revision="2025-06-18"))
-    def build(name: str, *, loud: bool = False) -> MCPServer:
-        return MCPServer(name.upper() if loud else name)
-
-    server = build("shop", loud=True)
-    assert server.name == "SHOP"
-    assert install._installed(install.seams.middleware_list(server) or []) is not None
 
 
 def test_requires_with_no_names_is_a_mistake_not_a_pass() -> None:
@@ -315,24 +304,6 @@ def test_negotiate_given_no_server_raises_naming_what_it_takes(given: Any, says:
     with pytest.raises(TypeError, match=says):
         instrument(Policy(), given())
     assert install._INSTRUMENTED == []
-
-
-async def test_negotiated_on_an_async_builder_negotiates_the_server() -> None:
-    @negotiated(Policy(min_revision="2025-06-18"))
-    async def build(name: str) -> MCPServer:
-        server = MCPServer(name)
-
-        @server.tool()
-        async def seen(ctx: Context) -> str:
-            return negotiation_of(ctx).protocol_version
-
-        return server
-
-    server = await build("async-built")
-    assert install._installed(install.seams.middleware_list(server) or []) is not None
-    async with Client(server, mode="legacy") as client:  # served: the record is there
-        result = await client.call_tool("seen", {})
-    assert result.structured_content == {"result": revisions.LEGACY[-1]}
 
 
 def test_requires_above_the_prompt_decorator_raises_and_below_it_serves() -> None:

@@ -22,6 +22,7 @@ from mcp_negotiation import (
     negotiated,
     negotiation_of,
     requires,
+    revisions,
     uninstrument,
 )
 from mcp_negotiation.sdk.middleware import NegotiationMiddleware
@@ -67,13 +68,32 @@ async def test_negotiate_twice_installs_once_and_the_last_policy_wins() -> None:
 
 async def test_negotiated_decorator_wraps_what_the_factory_builds() -> None:
     @negotiated(Policy(min_revision="2025-06-18"))
-    def build() -> MCPServer:
-        return _with_probe_tool(MCPServer("x"))
+    def build(name: str, *, loud: bool = False) -> MCPServer:
+        return _with_probe_tool(MCPServer(name.upper() if loud else name))
 
-    server = build()
+    server = build("shop", loud=True)  # the builder's own signature, keywords too
+    assert server.name == "SHOP"
     assert len(_ours(server)) == 1
     assert _ours(server)[0].policy.min_revision == "2025-06-18"
     assert await _version_seen(server) == "2025-11-25"
+
+
+async def test_negotiated_on_an_async_builder_negotiates_the_server() -> None:
+    @negotiated(Policy(min_revision="2025-06-18"))
+    async def build(name: str) -> MCPServer:
+        server = MCPServer(name)
+
+        @server.tool()
+        async def seen(ctx: Context) -> str:
+            return negotiation_of(ctx).protocol_version
+
+        return server
+
+    server = await build("async-built")
+    assert len(_ours(server)) == 1
+    async with Client(server, mode="legacy") as client:  # served: the record is there
+        result = await client.call_tool("seen", {})
+    assert result.structured_content == {"result": revisions.LEGACY[-1]}
 
 
 async def test_instrument_reaches_servers_built_afterwards_and_existing_ones_passed_in() -> None:
