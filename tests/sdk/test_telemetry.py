@@ -587,6 +587,20 @@ async def test_client_identity_only_when_opted_in(spans: InMemorySpanExporter) -
             assert identities == {(None, None)}
 
 
+@pytest.mark.parametrize("opted_in", [False, True])
+async def test_the_log_names_a_client_only_where_the_policy_opted_in(
+    caplog: pytest.LogCaptureFixture, opted_in: bool
+) -> None:
+    """Log records are exported too (an OpenTelemetry LoggingHandler): identity is opt-in there."""
+    caplog.set_level(logging.INFO, logger="mcp_negotiation")
+    server = build(Policy(record_client_identity=opted_in))
+    async with legacy("memory", server, "2024-11-05", {}):
+        pass
+    (line,) = [r.getMessage() for r in caplog.records if "loses" in r.getMessage()]
+    assert "at 2024-11-05 loses" in line
+    assert ("harness" in line) is opted_in  # the name `legacy()` handshakes with
+
+
 # ---------------------------------------------------------------------------------------
 # Refusals
 
@@ -877,6 +891,46 @@ def _labels(era: str, revision: str, outcome: str) -> frozenset[tuple[str, str]]
     )
 
 
+async def test_legacy_stateless_requests_are_counted_each(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    """Each POST is a connection of its own, negotiated on its own: served ones count as
+    much as refused ones, or an operator's refusal ratio is wrong."""
+    import httpx2
+
+    async def post(revision: str, number: int) -> Any:
+        body = {"jsonrpc": "2.0", "id": number, "method": "tools/list", "params": {}}
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": revision}
+        async with httpx2.AsyncClient(timeout=30) as http:
+            return await http.post(url, json=body, headers=headers)
+
+    server = build(Policy(min_revision="2025-06-18"))
+    with serve_http(server.streamable_http_app(stateless_http=True)) as url:
+        before = _points(reader, "mcp.negotiation.count")
+        served = [await post("2025-11-25", number) for number in range(5)]
+        refused = [await post("2025-03-26", number) for number in range(2)]
+        after = _points(reader, "mcp.negotiation.count")
+    assert all("result" in r.text for r in served)
+    assert all("-32022" in r.text for r in refused)
+    assert _count_delta(before, after, "value") == {
+        _labels("legacy", "2025-11-25", "accepted"): 5,
+        frozenset(
+            {
+                ("mcp.negotiation.era", "legacy"),
+                ("mcp.protocol.version", "unknown"),
+                ("mcp.negotiation.outcome", "refused"),
+            }
+        ): 2,
+    }
+    accepted = [
+        s
+        for s in named(spans.get_finished_spans(), SPAN_NAME)
+        if attrs(s)["mcp.negotiation.outcome"] == "accepted"
+    ]
+    (span,) = accepted  # the four repeats link to it
+    assert attrs(span)["mcp.negotiation.capabilities_known"] is False
+
+
 async def test_metrics_count_every_negotiation_and_time_each_first(
     spans: InMemorySpanExporter, reader: InMemoryMetricReader
 ) -> None:
@@ -981,6 +1035,38 @@ async def test_a_failing_telemetry_backend_never_reaches_the_server(
         ours = named(spans.get_finished_spans(), SPAN_NAME)
         assert ours
         assert any(not attrs(s) for s in ours)
+
+
+class _Failing(SpanProcessor):
+    """A span processor whose `on_end` raises for our spans (a buggy exporter, say)."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.name == SPAN_NAME:
+            raise RuntimeError("exporter down")
+
+
+async def test_a_failing_span_pipeline_leaves_the_metrics_and_the_repeats_whole(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    failing = _Failing()
+    provider.add_span_processor(failing)
+    try:
+        before = _points(reader, "mcp.negotiation.count")
+        async with Client(build(), mode="2026-07-28") as client:
+            for _ in range(4):
+                structured(await client.call_tool("negotiation", {}))
+        after = _points(reader, "mcp.negotiation.count")
+    finally:
+        processors = provider._active_span_processor._span_processors  # no public removal
+        provider._active_span_processor._span_processors = tuple(p for p in processors if p is not failing)
+    requests = [s for s in spans.get_finished_spans() if s.kind is SpanKind.SERVER]
+    assert len(requests) >= 4  # (the client may list the tools first)
+    assert sum(_count_delta(before, after, "value").values()) == len(requests)
+    failures = [r for r in caplog.records if "telemetry failed" in r.getMessage()]
+    assert len(failures) == 1  # the repeats link to the span; they do not trace it again
+    assert sum(len(s.links) for s in requests) == len(requests) - 1
 
 
 # --- The ASGI layer: refusals the SDK makes before dispatch ---------------------------
@@ -1190,6 +1276,69 @@ async def test_an_app_mounted_in_the_users_starlette_app_is_traced_once(spans: I
     assert len(_refused(spans.get_finished_spans())) == 1
 
 
+async def test_a_malformed_envelope_the_sdk_refuses_over_http_is_recorded(
+    spans: InMemorySpanExporter,
+) -> None:
+    """As the same envelope refused in process is (-32602, "malformed envelope")."""
+    import httpx2
+
+    body = _raw_modern("2026-07-28")
+    del body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    with serve_http(build().streamable_http_app()) as url:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            headers = {**_RAW_HEADERS, "mcp-protocol-version": "2026-07-28"}
+            response = await http.post(url, json=body, headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32602
+    (span,) = _refused(spans.get_finished_spans())
+    assert attrs(span)["error.type"] == "-32602"
+    assert attrs(span)["mcp.negotiation.era"] == "modern"
+
+
+async def test_a_tools_own_error_with_a_negotiation_code_is_not_a_refusal(
+    spans: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    """A gateway relaying an upstream -32022: modern HTTP answers it with a 400, as the SDK's
+    own refusals; the request was negotiated and accepted, and is recorded so, once."""
+    server = negotiate(MCPServer("gateway"), Policy())
+
+    @server.tool()
+    async def relay() -> str:
+        raise MCPError(-32022, "upstream: Unsupported protocol version")
+
+    with serve_http(server.streamable_http_app()) as url:
+        before = _points(reader, "mcp.negotiation.count")
+        async with Client(url, mode="2026-07-28") as client:
+            with pytest.raises(MCPError) as relayed:
+                await client.call_tool("relay", {})
+        after = _points(reader, "mcp.negotiation.count")
+    assert relayed.value.error.code == -32022
+    outcomes = [attrs(s)["mcp.negotiation.outcome"] for s in named(spans.get_finished_spans(), SPAN_NAME)]
+    assert "refused" not in outcomes
+    assert _count_delta(before, after, "value").keys() == {_labels("modern", "2026-07-28", "accepted")}
+
+
+async def test_a_refusal_before_dispatch_joins_the_clients_trace(spans: InMemorySpanExporter) -> None:
+    """No SDK span exists yet: the refusal is a child of the client's span in its `traceparent`."""
+    import httpx2
+
+    tracer = trace.get_tracer("client")
+    with tracer.start_as_current_span("client call") as client_span:
+        carrier: dict[str, str] = {}
+        from opentelemetry import propagate
+
+        propagate.inject(carrier)
+    with serve_http(build().streamable_http_app()) as url:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            headers = {**_RAW_HEADERS, "mcp-protocol-version": "2027-01-01", **carrier}
+            response = await http.post(url, json=_raw_modern("2027-01-01"), headers=headers)
+    assert response.json()["error"]["code"] == -32022
+    (span,) = _refused(spans.get_finished_spans())
+    assert span.parent is not None
+    assert span.parent.span_id == client_span.get_span_context().span_id
+    assert span.context.trace_id == client_span.get_span_context().trace_id
+
+
 # --- FastMCP: it replaces the SDK's span opener with its own ------------------------------
 
 
@@ -1324,156 +1473,3 @@ async def test_a_call_the_sdk_lists_tools_for_is_refused_once_and_nothing_is_log
     assert listed_for == []  # the listing was answered empty, not by the server's handler
     assert _negotiated_methods(spans.get_finished_spans()) == [("tools/call", "refused")]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
-
-
-# ---------------------------------------------------------------------------------------
-# What the ASGI layer must not take for the SDK's refusals, and what it joins
-
-
-async def test_a_tools_own_error_with_a_negotiation_code_is_not_a_refusal(
-    spans: InMemorySpanExporter, reader: InMemoryMetricReader
-) -> None:
-    """A gateway relaying an upstream -32022: modern HTTP answers it with a 400, as the SDK's
-    own refusals; the request was negotiated and accepted, and is recorded so, once."""
-    server = negotiate(MCPServer("gateway"), Policy())
-
-    @server.tool()
-    async def relay() -> str:
-        raise MCPError(-32022, "upstream: Unsupported protocol version")
-
-    with serve_http(server.streamable_http_app()) as url:
-        before = _points(reader, "mcp.negotiation.count")
-        async with Client(url, mode="2026-07-28") as client:
-            with pytest.raises(MCPError) as relayed:
-                await client.call_tool("relay", {})
-        after = _points(reader, "mcp.negotiation.count")
-    assert relayed.value.error.code == -32022
-    outcomes = [attrs(s)["mcp.negotiation.outcome"] for s in named(spans.get_finished_spans(), SPAN_NAME)]
-    assert "refused" not in outcomes
-    assert _count_delta(before, after, "value").keys() == {_labels("modern", "2026-07-28", "accepted")}
-
-
-async def test_a_refusal_before_dispatch_joins_the_clients_trace(spans: InMemorySpanExporter) -> None:
-    """No SDK span exists yet: the refusal is a child of the client's span in its `traceparent`."""
-    import httpx2
-
-    tracer = trace.get_tracer("client")
-    with tracer.start_as_current_span("client call") as client_span:
-        carrier: dict[str, str] = {}
-        from opentelemetry import propagate
-
-        propagate.inject(carrier)
-    with serve_http(build().streamable_http_app()) as url:
-        async with httpx2.AsyncClient(timeout=30) as http:
-            headers = {**_RAW_HEADERS, "mcp-protocol-version": "2027-01-01", **carrier}
-            response = await http.post(url, json=_raw_modern("2027-01-01"), headers=headers)
-    assert response.json()["error"]["code"] == -32022
-    (span,) = _refused(spans.get_finished_spans())
-    assert span.parent is not None
-    assert span.parent.span_id == client_span.get_span_context().span_id
-    assert span.context.trace_id == client_span.get_span_context().trace_id
-
-
-async def test_legacy_stateless_requests_are_counted_each(
-    spans: InMemorySpanExporter, reader: InMemoryMetricReader
-) -> None:
-    """Each POST is a connection of its own, negotiated on its own: served ones count as
-    much as refused ones, or an operator's refusal ratio is wrong."""
-    import httpx2
-
-    async def post(revision: str, number: int) -> Any:
-        body = {"jsonrpc": "2.0", "id": number, "method": "tools/list", "params": {}}
-        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": revision}
-        async with httpx2.AsyncClient(timeout=30) as http:
-            return await http.post(url, json=body, headers=headers)
-
-    server = build(Policy(min_revision="2025-06-18"))
-    with serve_http(server.streamable_http_app(stateless_http=True)) as url:
-        before = _points(reader, "mcp.negotiation.count")
-        served = [await post("2025-11-25", number) for number in range(5)]
-        refused = [await post("2025-03-26", number) for number in range(2)]
-        after = _points(reader, "mcp.negotiation.count")
-    assert all("result" in r.text for r in served)
-    assert all("-32022" in r.text for r in refused)
-    assert _count_delta(before, after, "value") == {
-        _labels("legacy", "2025-11-25", "accepted"): 5,
-        frozenset(
-            {
-                ("mcp.negotiation.era", "legacy"),
-                ("mcp.protocol.version", "unknown"),
-                ("mcp.negotiation.outcome", "refused"),
-            }
-        ): 2,
-    }
-    accepted = [
-        s
-        for s in named(spans.get_finished_spans(), SPAN_NAME)
-        if attrs(s)["mcp.negotiation.outcome"] == "accepted"
-    ]
-    (span,) = accepted  # the four repeats link to it
-    assert attrs(span)["mcp.negotiation.capabilities_known"] is False
-
-
-class _Failing(SpanProcessor):
-    """A span processor whose `on_end` raises for our spans (a buggy exporter, say)."""
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if span.name == SPAN_NAME:
-            raise RuntimeError("exporter down")
-
-
-async def test_a_failing_span_pipeline_leaves_the_metrics_and_the_repeats_whole(
-    spans: InMemorySpanExporter, reader: InMemoryMetricReader, caplog: pytest.LogCaptureFixture
-) -> None:
-    provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider)
-    failing = _Failing()
-    provider.add_span_processor(failing)
-    try:
-        before = _points(reader, "mcp.negotiation.count")
-        async with Client(build(), mode="2026-07-28") as client:
-            for _ in range(4):
-                structured(await client.call_tool("negotiation", {}))
-        after = _points(reader, "mcp.negotiation.count")
-    finally:
-        processors = provider._active_span_processor._span_processors  # no public removal
-        provider._active_span_processor._span_processors = tuple(p for p in processors if p is not failing)
-    requests = [s for s in spans.get_finished_spans() if s.kind is SpanKind.SERVER]
-    assert len(requests) >= 4  # (the client may list the tools first)
-    assert sum(_count_delta(before, after, "value").values()) == len(requests)
-    failures = [r for r in caplog.records if "telemetry failed" in r.getMessage()]
-    assert len(failures) == 1  # the repeats link to the span; they do not trace it again
-    assert sum(len(s.links) for s in requests) == len(requests) - 1
-
-
-async def test_a_malformed_envelope_the_sdk_refuses_over_http_is_recorded(
-    spans: InMemorySpanExporter,
-) -> None:
-    """As the same envelope refused in process is (-32602, "malformed envelope")."""
-    import httpx2
-
-    body = _raw_modern("2026-07-28")
-    del body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
-    with serve_http(build().streamable_http_app()) as url:
-        async with httpx2.AsyncClient(timeout=30) as http:
-            headers = {**_RAW_HEADERS, "mcp-protocol-version": "2026-07-28"}
-            response = await http.post(url, json=body, headers=headers)
-    assert response.status_code == 400
-    assert response.json()["error"]["code"] == -32602
-    (span,) = _refused(spans.get_finished_spans())
-    assert attrs(span)["error.type"] == "-32602"
-    assert attrs(span)["mcp.negotiation.era"] == "modern"
-
-
-@pytest.mark.parametrize("opted_in", [False, True])
-async def test_the_log_names_a_client_only_where_the_policy_opted_in(
-    caplog: pytest.LogCaptureFixture, opted_in: bool
-) -> None:
-    """Log records are exported too (an OpenTelemetry LoggingHandler): identity is opt-in there."""
-    caplog.set_level(logging.INFO, logger="mcp_negotiation")
-    server = build(Policy(record_client_identity=opted_in))
-    async with legacy("memory", server, "2024-11-05", {}):
-        pass
-    (line,) = [r.getMessage() for r in caplog.records if "loses" in r.getMessage()]
-    assert "at 2024-11-05 loses" in line
-    assert ("harness" in line) is opted_in  # the name `legacy()` handshakes with
