@@ -4,6 +4,9 @@ Each layer is a directory (core, ucp, sdk, e2e, quality, peers, project, v1); he
 the `support` package. mcp 1.x and 2.x cannot share an environment, so `v1/` is collected
 only under mcp 1.x and every other directory only under mcp 2.x. This file must import on
 both.
+
+The layer directories have no __init__.py: pytest puts each on sys.path (its default
+`prepend` import mode), so a test module's name must be unique across them.
 """
 
 import sys
