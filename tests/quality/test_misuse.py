@@ -129,7 +129,7 @@ def test_a_profile_built_directly_negotiates_like_one_read_from_json() -> None:
     assert agreement.capabilities == {checkout: "2026-04-08", fulfillment: "2026-04-08"}
 
 
-# -- the first hour (issue 24): each slip caught where it is made, with the fix in the message ---
+# -- names and decorators: each slip caught where it is made, with the fix in the message -------
 
 
 MYPY_SNIPPET = """\
