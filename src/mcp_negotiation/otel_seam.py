@@ -6,7 +6,7 @@ five Python calls; read where the API's default runtime context keeps it, two C 
 an eighth of what a repeat costs the middleware. Those names are private
 (`opentelemetry.context._RUNTIME_CONTEXT`, its `_current_context`, and
 `opentelemetry.trace.propagation._SPAN_KEY`), so they are looked up once, here, and
-`tests/test_telemetry.py` fails if they move; with another runtime context
+`tests/sdk/test_telemetry.py` fails if they move; with another runtime context
 (`OTEL_PYTHON_CONTEXT`) or an API whose internals moved, the public call is used.
 """
 

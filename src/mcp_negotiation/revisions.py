@@ -322,7 +322,7 @@ ClientFeature = Literal[
     "extensions",
     "experimental",
 ]
-"""The client-side names of the feature table, for type checkers (`tests/test_revisions.py`
+"""The client-side names of the feature table, for type checkers (`tests/core/test_revisions.py`
 checks that they are the table's): what `requires` and `required_capabilities` take."""
 
 ServerFeature = Literal[

@@ -1,6 +1,6 @@
 """FastMCP's own client (the `fastmcp` package) drives the bundled MCPServer demo.
 
-tests/test_fastmcp.py covers FastMCP *servers*; here FastMCP is the other side: its
+tests/peers/test_fastmcp.py covers FastMCP *servers*; here FastMCP is the other side: its
 `Client` over stdio (`python -m mcp_negotiation.demo`) and streamable HTTP (the demo's
 app on uvicorn), in its legacy mode and in `auto` (which reaches 2026-07-28). What the
 server saw must be what the client declared: FastMCP declares `sampling`,
@@ -18,9 +18,9 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from mcp.shared.exceptions import MCPError
 
-from harness import ROOT, serve_http
 from mcp_negotiation import revisions
 from mcp_negotiation.demo import build
+from support.harness import ROOT, serve_http
 
 pytestmark = pytest.mark.anyio
 

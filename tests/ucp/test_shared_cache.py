@@ -31,8 +31,8 @@ from mcp_negotiation.ucp import (
     UcpError,
 )
 from mcp_negotiation.ucp.shared_cache import DEFAULT_PREFIX, RedisProfileCache
-from profile_server import BODY, DOCUMENT, ProfileServer, Route, Tls
-from services import Redis, free_port, redis_server, silent_listener
+from support.profile_server import BODY, DOCUMENT, ProfileServer, Route, Tls
+from support.services import Redis, free_port, redis_server, silent_listener
 
 ROOT = Path(__file__).resolve().parents[2]
 

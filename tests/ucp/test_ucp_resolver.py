@@ -31,7 +31,7 @@ from mcp_negotiation.ucp import (
     is_special_address,
 )
 from mcp_negotiation.ucp.resolver import MIN_BODY_CAP
-from profile_server import BODY, DOCUMENT, ProfileServer, Route, Tls
+from support.profile_server import BODY, DOCUMENT, ProfileServer, Route, Tls
 
 pytestmark = pytest.mark.anyio
 

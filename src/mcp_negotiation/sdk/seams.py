@@ -3,7 +3,7 @@
 The SDK's middleware API is provisional and its internals move between releases. Each
 touch point below is looked up once, feature-checked, and answers `None` (or a safe
 default) when the SDK changed under us, so the caller can warn and pass through.
-`tests/test_seams.py` fails loudly when any of them goes missing.
+`tests/sdk/test_seams.py` fails loudly when any of them goes missing.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def span_opener_position(chain: list[Any]) -> int:
 
 def _opens_server_span(item: Any) -> bool:
     """Matched by class name: FastMCP is never imported for this, and the SDK's module is
-    private (`tests/test_seams.py` fails if either name moves)."""
+    private (`tests/sdk/test_seams.py` fails if either name moves)."""
     kind = type(item)
     return any(
         (cls.__name__, cls.__module__) == ("OpenTelemetryMiddleware", "mcp.server._otel")

@@ -1,0 +1,64 @@
+"""The benchmark command still runs and writes every table (figures are not judged here).
+
+Speed is measured by `python benchmarks/run.py`, never asserted by a test; this only keeps
+the command from rotting: a smoke run (`--quick`) must produce every row it promises.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import run  # noqa: E402
+
+
+def _bench(out: Path, *options: str) -> str:
+    """What `run.py *options` wrote to `out` (it must succeed)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), *options, "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out.read_text(encoding="utf-8")
+
+
+def test_a_quick_run_writes_every_table(tmp_path: Path) -> None:
+    text = _bench(tmp_path / "RESULTS.md", "--quick")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    for path in run.PATHS:
+        for otel in path.otel:
+            wanted = f"| {path.name} | {'yes' if otel else 'no'} |"
+            assert any(row.startswith(wanted) for row in rows), wanted
+    for section in ("## Overhead", "## Micro-benchmarks of the pure core", "## Memory", "## Method"):
+        assert section in text
+    assert "modern `Negotiator.request`, cached" in text
+    assert "| mcp |" in text  # the machine and versions table
+
+
+def test_the_instruction_count_runs_and_fills_its_table(tmp_path: Path) -> None:
+    """`run.py --instructions` (callgrind) counts every path, both servers, and judges each target."""
+    missing = run.callgrind_missing()
+    if missing is not None:
+        pytest.skip(f"the instruction count needs valgrind and a C compiler: {missing}")
+    text = _bench(tmp_path / "instructions.md", "--instructions", "--quick")
+    assert "## Instructions per call" in text
+    assert "## Overhead" not in text  # only the count was asked for
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and "≤" in line]
+    assert len(rows) == len(run.COSTS)
+    for cost, row in zip(run.COSTS, rows, strict=True):
+        assert row[0] == f"| {cost.path.name}"
+        assert row[1] == ("yes" if cost.otel else "no")
+        empty, library = (int(cell.replace(",", "")) for cell in row[2:4])
+        # A tools/call in memory is a million instructions or so; the library adds something to it.
+        assert 200_000 < empty < 20_000_000, row
+        assert library > empty, row

@@ -1,0 +1,85 @@
+"""The project's commands: the bootstrap (dev.py) keeps the main job light, and CI runs the README's.
+
+dev.py is imported (it does nothing until `main()`); noxfile.py is read without nox, which
+the test environment lacks. A fresh clone's first `python3 dev.py probe` is timed by hand,
+not here: speed is never asserted by a test.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import tomllib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dev() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _project() -> dict[str, Any]:
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        project: dict[str, Any] = tomllib.load(f)["project"]
+    return project
+
+
+def _noxfile_constants() -> dict[str, Any]:
+    """noxfile.py's module-level names bound to literals."""
+    constants = {}
+    for node in ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                constants[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return constants
+
+
+def test_the_probe_environment_gets_the_package_without_extras_and_no_test_only_package() -> None:
+    requirements = [r for r in _dev().REQUIREMENTS if r != "-e"]
+    assert "." in requirements, "the package itself, with its run-time dependencies"
+    assert not [r for r in requirements if r.startswith(".[")], "an extra of the package"
+    test_only = {Requirement(r).name for r in _project()["optional-dependencies"]["test"]}
+    named = {Requirement(r).name for r in requirements if r != "."}
+    assert named & test_only == set()
+
+
+def test_each_bootstrap_command_runs_a_program_its_environment_has() -> None:
+    """A script of the package, or a distribution `.venv` gets besides it."""
+    dev = _dev()
+    scripts = set(_project()["scripts"])
+    programs = [argv[0] for argv in dev.COMMANDS.values()]
+    assert {"probe", "nox"} <= set(dev.COMMANDS)
+    assert [p for p in programs if p not in scripts and p not in dev.REQUIREMENTS] == []
+
+
+def test_every_test_path_the_noxfile_names_exists() -> None:
+    """The one place the sessions' test paths are written: a moved file must be repointed there."""
+    constants = _noxfile_constants()
+    names = ("TESTS", "PEER_TESTS", "NODE_PEERS", "MATRIX", "MATRIX_TESTS", "V1_TESTS", "MATRIX_PLUGIN_DIR")
+    paths = []
+    for name in names:
+        value = constants[name]
+        paths.extend([value] if isinstance(value, str) else value)
+    assert len(paths) > len(names)
+    assert [p for p in paths if not (ROOT / p).exists()] == []
+    assert (ROOT / str(constants["MATRIX_PLUGIN_DIR"]) / "matrix_backports.py").exists()
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    script = (ROOT / ".ci/run").read_text(encoding="utf-8").strip().splitlines()
+    command = script[-1].removeprefix("exec ").strip()
+    shown = [line.split(" #", 1)[0].strip() for line in (ROOT / "README.md").read_text().splitlines()]
+    assert command == "python3 dev.py nox"
+    assert command in shown

@@ -1,0 +1,165 @@
+"""A platform at an older UCP version the business still lists in `supported_versions`.
+
+The specification gives each listed version its own business profile (the URL in
+`supported_versions`); the platform is negotiated against that one, pinned in
+`UcpPolicy(supported_profiles=...)` or fetched by the resolver. Real SDK clients, both
+eras, in memory; the profiles are served by a `StaticResolver`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+
+from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
+from mcp_negotiation.sdk.probe import Row, _render_ucp, ucp_outcome
+from mcp_negotiation.ucp import Profile, StaticResolver, UcpNegotiator, UcpPolicy, advertisement
+from support.harness import EXAMPLES, structured
+from ucp_shop import BUSINESS_PROFILE, CHECKOUT, build
+
+pytestmark = pytest.mark.anyio
+
+OLD, NEW = "2026-01-23", "2026-04-08"
+GIFT_WRAP = "dev.ucp.shopping.gift_wrap"
+OLD_URL = "https://shop.example/.well-known/ucp/2026-01-23"
+OLD_PLATFORM_URL = "https://old-platform.example/profile.json"
+NEW_PLATFORM_URL = "https://new-platform.example/profile.json"
+OLD_PLATFORM = {
+    "ucp": {
+        "version": OLD,
+        "capabilities": {
+            CHECKOUT: [{"version": OLD}],
+            GIFT_WRAP: [{"version": OLD, "extends": CHECKOUT}],
+        },
+    }
+}
+NEW_PLATFORM = json.loads((EXAMPLES / "ucp/platform_profile.json").read_text())
+OLD_BUSINESS = json.loads((EXAMPLES / "ucp/business_profile_2026-01-23.json").read_text())
+MODES = ["legacy", "2026-07-28"]
+
+
+def _args(url: str) -> dict[str, Any]:
+    return {"items": ["tea"], "meta": {"ucp-agent": {"profile": url}}}
+
+
+def _platforms(**more: Any) -> StaticResolver:
+    return StaticResolver({OLD_PLATFORM_URL: OLD_PLATFORM, NEW_PLATFORM_URL: NEW_PLATFORM, **more})
+
+
+def _shop(resolver: StaticResolver, **options: Any) -> MCPServer:
+    ucp = UcpPolicy(business_profile=BUSINESS_PROFILE, resolver=resolver, stamp_results=True, **options)
+    server = negotiate(MCPServer("shop"), Policy(ucp=ucp))
+
+    @server.tool()
+    @requires_ucp(CHECKOUT)
+    async def create_checkout(items: list[str], ctx: Context) -> dict[str, Any]:
+        agreement = negotiation_of(ctx).ucp
+        assert agreement is not None
+        return {"items": items, "dropped": dict(agreement.dropped)}
+
+    return server
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_example_shop_serves_an_older_platform_what_it_served_then(mode: str) -> None:
+    """Its current profile has no gift_wrap at 2026-01-23; its pinned 2026-01-23 profile has."""
+    async with Client(build(_platforms()), mode=mode) as client:
+        old = structured(await client.call_tool("create_checkout", _args(OLD_PLATFORM_URL)))
+        new = structured(await client.call_tool("create_checkout", _args(NEW_PLATFORM_URL)))
+        again = structured(await client.call_tool("create_checkout", _args(OLD_PLATFORM_URL)))
+    assert old["ucp"] == {
+        "version": OLD,
+        "capabilities": {CHECKOUT: [{"version": OLD}], GIFT_WRAP: [{"version": OLD}]},
+    }
+    assert old["extensions"] == [CHECKOUT, GIFT_WRAP]
+    # The current platform, on the same server, still gets the current profile's agreement.
+    assert new["ucp"]["version"] == NEW
+    assert GIFT_WRAP not in new["extensions"]
+    assert again == old
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_unpinned_older_profile_is_fetched_from_its_listed_url(mode: str) -> None:
+    async with Client(_shop(_platforms(**{OLD_URL: OLD_BUSINESS})), mode=mode) as client:
+        old = structured(await client.call_tool("create_checkout", _args(OLD_PLATFORM_URL)))
+    assert old["ucp"]["capabilities"] == {CHECKOUT: [{"version": OLD}], GIFT_WRAP: [{"version": OLD}]}
+    # The current profile's capabilities that the older one lacks are simply not offered.
+    assert old["dropped"] == {}
+
+
+def _wrong_version() -> dict[str, Any]:
+    document = json.loads(json.dumps(OLD_BUSINESS))
+    document["ucp"]["version"] = NEW
+    return document
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("listed", "logged"),
+    [
+        ({}, "profile_unreachable"),  # the resolver cannot fetch it
+        ({OLD_URL: _wrong_version()}, "declares ucp.version 2026-04-08"),
+    ],
+    ids=["unreachable", "wrong-version"],
+)
+async def test_an_unusable_older_profile_refuses_that_version_only(
+    mode: str, listed: dict[str, Any], logged: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The platform is told the version cannot be served; the operator, why; others are served."""
+    with caplog.at_level(logging.WARNING, logger="mcp_negotiation"):
+        async with Client(_shop(_platforms(**listed)), mode=mode) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("create_checkout", _args(OLD_PLATFORM_URL))
+            served = structured(await client.call_tool("create_checkout", _args(NEW_PLATFORM_URL)))
+    assert refused.value.error.code == -32001
+    assert refused.value.error.data["code"] == "version_unsupported"
+    assert "profile for that version cannot be loaded" in refused.value.error.data["content"]
+    assert OLD_URL not in refused.value.error.data["content"]  # the business's own trouble stays private
+    warning = next(r.getMessage() for r in caplog.records if OLD_URL in r.getMessage())
+    assert logged in warning
+    assert served["ucp"]["version"] == NEW
+
+
+async def test_pinned_profiles_are_never_fetched_and_agreements_are_reused() -> None:
+    asked: list[str] = []
+
+    class Counting(StaticResolver):
+        async def resolve(self, url: str) -> Profile:
+            asked.append(url)
+            return await super().resolve(url)
+
+    resolver = Counting({OLD_PLATFORM_URL: OLD_PLATFORM, OLD_URL: _wrong_version()})
+    negotiator = UcpNegotiator(
+        UcpPolicy(
+            business_profile=BUSINESS_PROFILE, resolver=resolver, supported_profiles={OLD: OLD_BUSINESS}
+        )
+    )
+    first = await negotiator.agree(OLD_PLATFORM_URL)
+    second = await negotiator.agree(OLD_PLATFORM_URL)
+    assert first is second
+    assert first.capabilities == {CHECKOUT: OLD, GIFT_WRAP: OLD}
+    assert asked == [OLD_PLATFORM_URL, OLD_PLATFORM_URL]
+
+
+def test_a_pin_must_name_a_listed_version_and_declare_it() -> None:
+    with pytest.raises(ValueError, match=r"pins version '2025-01-01'.*lists 2026-01-23"):
+        UcpPolicy(business_profile=BUSINESS_PROFILE, supported_profiles={"2025-01-01": OLD_BUSINESS})
+    with pytest.raises(ValueError, match=r"pinned for version 2026-01-23 declares ucp\.version 2026-04-08"):
+        UcpPolicy(business_profile=BUSINESS_PROFILE, supported_profiles={OLD: _wrong_version()})
+
+
+def test_the_probe_says_an_older_platform_is_not_predicted_from_the_advertisement() -> None:
+    business = Profile.from_file(BUSINESS_PROFILE)
+    row = Row(revision="2025-11-25", era="legacy", outcome="agreed", ucp_advertised=advertisement(business))
+    outcome = ucp_outcome([row], Profile.from_json(OLD_PLATFORM))
+    assert outcome == {"version": OLD, "business_profile": OLD_URL}
+    assert OLD_URL in _render_ucp(outcome)
+    current = ucp_outcome([row], Profile.from_json(NEW_PLATFORM))
+    assert current["version"] == NEW
+    assert "capabilities" in current
