@@ -9,7 +9,6 @@ JSON-RPC, both eras, in memory, over stdio and over HTTP.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -302,19 +301,12 @@ async def test_raw_http_modern_post_under_a_legacy_only_requirement_is_400_32022
     }
 
 
-def _answer(response: httpx2.Response) -> dict[str, Any]:
-    """The JSON-RPC message of a POST's answer, sent as JSON or as one server-sent event."""
-    if response.headers["content-type"].startswith("application/json"):
-        return dict(response.json())
-    data = [line[len("data: ") :] for line in response.text.splitlines() if line.startswith("data: ")]
-    assert len(data) == 1, response.text
-    return dict(json.loads(data[0]))
-
-
 @pytest.mark.anyio
 async def test_raw_stateless_http_legacy_post_of_a_left_out_revision_is_refused_32022() -> None:
     """No handshake to counter-offer in: the request names its revision in a header."""
-    app = build(Policy(required_capabilities=("elicitation.url",))).streamable_http_app(stateless_http=True)
+    app = build(Policy(required_capabilities=("elicitation.url",))).streamable_http_app(
+        stateless_http=True, json_response=True
+    )
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -329,11 +321,11 @@ async def test_raw_stateless_http_legacy_post_of_a_left_out_revision_is_refused_
             served = await http.post(
                 url, json=body, headers={**_HEADERS, "mcp-protocol-version": "2025-11-25"}
             )
-    error = _answer(refused)["error"]
+    error = refused.json()["error"]
     assert error["code"] == -32022
     assert error["data"] == {
         "supported": ["2025-11-25"],
         "requested": "2025-06-18",
         "requiredCapabilities": {"elicitation": {"url": {}}},
     }
-    assert _answer(served)["result"]["structuredContent"]["protocol_version"] == "2025-11-25"
+    assert served.json()["result"]["structuredContent"]["protocol_version"] == "2025-11-25"
