@@ -9,7 +9,10 @@ JSON-RPC, both eras, in memory, over stdio and over HTTP.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import _v2026_07_28 as v2026
 
 from harness import (
+    ROOT,
     RawRequest,
     demo_params,
     initialize_params,
@@ -329,3 +333,41 @@ async def test_raw_stateless_http_legacy_post_of_a_left_out_revision_is_refused_
         "requiredCapabilities": {"elicitation": {"url": {}}},
     }
     assert served.json()["result"]["structuredContent"]["protocol_version"] == "2025-11-25"
+
+
+# --- The probe ----------------------------------------------------------------------------------
+
+
+def _probe(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_negotiation.cli", "probe", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+def test_the_probe_states_the_narrowing() -> None:
+    done = _probe("--", sys.executable, "-m", "mcp_negotiation.demo", "--require", "tasks")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    said = lines.index(next(line for line in lines if line.startswith("narrowed ")))
+    assert lines[said - 1].startswith("offered ")
+    assert lines[said] == (
+        "narrowed the server's required capabilities narrow it to 2025-11-25 (2026-07-28 cannot have tasks)"
+    )
+    assert "narrowed" not in _probe().stdout
+
+
+def test_the_probe_json_carries_the_narrowing() -> None:
+    declared = json.dumps({"extensions": {"io.x/y": {}}})
+    command = ("--", sys.executable, "-m", "mcp_negotiation.demo", "--require", "extensions")
+    done = _probe("--json", "--capabilities", declared, *command)
+    assert done.returncode == 1, done.stderr
+    out = json.loads(done.stdout)
+    assert out["narrowed"] == {"left_out": {r: ["extensions"] for r in LEGACY}, "supported": [MODERN]}
+    first = out["revisions"][0]
+    assert (first["outcome"], first["error_code"]) == ("refused", -32022)
+    assert first["error_data"]["requiredCapabilities"] == {"extensions": {}}
+    assert out["revisions"][-1]["outcome"] == "agreed"
