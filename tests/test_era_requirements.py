@@ -32,7 +32,9 @@ from harness import (
     initialize_params,
     legacy_session,
     open_streams,
+    run_probe,
     serve_http,
+    stdio_params,
     structured,
 )
 from mcp_negotiation import Policy
@@ -338,18 +340,8 @@ async def test_raw_stateless_http_legacy_post_of_a_left_out_revision_is_refused_
 # --- The probe ----------------------------------------------------------------------------------
 
 
-def _probe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcp_negotiation.cli", "probe", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-
-
 def test_the_probe_states_the_narrowing() -> None:
-    done = _probe("--", sys.executable, "-m", "mcp_negotiation.demo", "--require", "tasks")
+    done = run_probe("--", sys.executable, "-m", "mcp_negotiation.demo", "--require", "tasks")
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
     said = lines.index(next(line for line in lines if line.startswith("narrowed ")))
@@ -357,13 +349,13 @@ def test_the_probe_states_the_narrowing() -> None:
     assert lines[said] == (
         "narrowed the server's required capabilities narrow it to 2025-11-25 (2026-07-28 cannot have tasks)"
     )
-    assert "narrowed" not in _probe().stdout
+    assert "narrowed" not in run_probe().stdout
 
 
 def test_the_probe_json_carries_the_narrowing() -> None:
     declared = json.dumps({"extensions": {"io.x/y": {}}})
     command = ("--", sys.executable, "-m", "mcp_negotiation.demo", "--require", "extensions")
-    done = _probe("--json", "--capabilities", declared, *command)
+    done = run_probe("--json", "--capabilities", declared, *command)
     assert done.returncode == 1, done.stderr
     out = json.loads(done.stdout)
     assert out["narrowed"] == {"left_out": {r: ["extensions"] for r in LEGACY}, "supported": [MODERN]}
@@ -371,3 +363,45 @@ def test_the_probe_json_carries_the_narrowing() -> None:
     assert (first["outcome"], first["error_code"]) == ("refused", -32022)
     assert first["error_data"]["requiredCapabilities"] == {"extensions": {}}
     assert out["revisions"][-1]["outcome"] == "agreed"
+
+
+# --- examples/era_requirements.py ---------------------------------------------------------------
+
+
+def test_the_example_prints_its_narrowed_policy() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples/era_requirements.py"), "--policy"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith(
+        "; revisions narrowed to 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25 by required_capabilities)"
+    )
+    assert lines[1:] == [
+        "accepts 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25",
+        "left out {'2026-07-28': ('roots.listChanged',)}",
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_example_serves_legacy_clients_and_tells_modern_ones_where_to_go() -> None:
+    example = stdio_params("era_requirements.py")
+    async with Client(example, mode=MODERN) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("revision", {})
+    assert refused.value.error.code == -32022
+    assert refused.value.error.data == {
+        "supported": list(reversed(LEGACY)),
+        "requested": MODERN,
+        "requiredCapabilities": {"roots": {"listChanged": True}},
+    }
+    async with (
+        open_streams("stdio", example) as streams,
+        legacy_session(streams, "2025-06-18", {"roots": {"listChanged": True}}) as (session, init),
+    ):
+        assert init.protocol_version == "2025-06-18"
+        answer = await session.call_tool("revision", {})
+    assert answer.content == [types.TextContent(type="text", text="2025-06-18")]

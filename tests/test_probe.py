@@ -12,18 +12,9 @@ from typing import Any
 import pytest
 
 from harness import ROOT, serve_http
+from harness import run_probe as _probe
 from mcp_negotiation import revisions
 from mcp_negotiation.demo import build
-
-
-def _probe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcp_negotiation.cli", "probe", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
 
 
 def _rows(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
