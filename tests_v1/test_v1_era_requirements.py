@@ -3,14 +3,12 @@ its required capabilities can be had, capped at what the release serves, as on 2
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
 import pytest
-from harness_v1 import seen, serve_http, session
+from harness_v1 import seen, serve_http, session, stateless_call
 from mcp.server.fastmcp import FastMCP
 from v1_server import build
 
@@ -47,22 +45,7 @@ async def test_a_legacy_client_of_a_left_out_revision_is_counter_offered_and_ser
 @needs_2025_11_25
 async def test_a_stateless_legacy_request_of_a_left_out_revision_is_refused_32022() -> None:
     server = build(Policy(required_capabilities=("elicitation.url",)), stateless=True)
-    headers = {
-        "accept": "application/json, text/event-stream",
-        "content-type": "application/json",
-        "mcp-protocol-version": "2025-06-18",
-    }
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "negotiation", "arguments": {}},
-    }
-    with serve_http(server.streamable_http_app()) as url:
-        async with httpx.AsyncClient(timeout=30) as http:
-            response = await http.post(url, json=body, headers=headers)
-    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-    error = json.loads(data[0] if data else response.text)["error"]
+    error = (await stateless_call(server, "2025-06-18"))["error"]
     assert error["code"] == -32022
     assert error["data"] == {
         "supported": ["2025-11-25"],
