@@ -318,6 +318,8 @@ class Policy:
         object.__setattr__(self, "_accepted", accepted)
 
     def __repr__(self) -> str:
+        """The dataclass's repr, saying when the requirements narrowed the bounds: a policy
+        printed in a log or a debugger must not look as if it served every revision it names."""
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
         if len(self._accepted) < len(self._bounds()):
             shown += f"; revisions narrowed to {', '.join(self._accepted)} by required_capabilities"
