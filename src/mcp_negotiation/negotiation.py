@@ -13,7 +13,7 @@ import logging
 import marshal
 import math
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import date
 from time import monotonic
 from types import MappingProxyType
@@ -52,6 +52,7 @@ __all__ = [
     "Policy",
     "Transport",
     "policy_given",
+    "required_at",
     "required_capabilities_object",
     "supports",
     "thaw",
@@ -208,13 +209,27 @@ def _warn_unknown(name: str) -> None:
     )
 
 
+def required_at(name: str, revision: str) -> bool:
+    """Whether a client at `revision` can have the required capability `name` at all.
+
+    The feature table decides for its rows (`tasks` is 2025-11-25's only); extension
+    identifiers and `experimental.X` negotiate themselves, at every revision, as `supports`
+    answers them. A policy's accepted revisions are those where all its requirements hold.
+    """
+    row = FEATURES.get(name)
+    return row is None or row.at(revision)
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     """What the server owner accepts: revisions, required capabilities, deprecations.
 
     `min_revision` / `max_revision` bound the accepted revisions (an unknown value is a
     configuration error and raises). `required_capabilities` are client capabilities
-    every request needs (-32021 otherwise). `advertise` chooses which accepted
+    every request needs (-32021 otherwise); a revision that cannot have one of them
+    (`tasks` exists at 2025-11-25 only) is not accepted either, so that its clients are
+    counter-offered or refused with -32022 instead of served nothing but -32021 (see
+    `narrowed`, which the repr states). `advertise` chooses which accepted
     revisions a -32022 refusal lists. The deprecation window withdraws roots, sampling
     and logging once `removal_date` has passed; `today` or `months_since_deprecation`
     pin the clock for tests (both only if they name the same month, see
@@ -240,6 +255,8 @@ class Policy:
     record_client_identity: bool = False
     trace_every_request: bool = False
     ucp: UcpPolicy | None = None
+    _accepted: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """`accepted()`, computed once by `__post_init__`."""
 
     def __post_init__(self) -> None:
         for name in ("min_revision", "max_revision"):
@@ -274,27 +291,61 @@ class Policy:
         # The window checks `today` and `months_since_deprecation`, as it does for
         # `get_supported_versions`: wrong types, a negative count, the two disagreeing.
         withdrawn = self.withdrawn()
-        accepted = self.accepted()
-        if not accepted:
+        bounds = self._bounds()
+        if not bounds:
             raise ValueError("the policy accepts no revision: check min_revision and max_revision")
-        for name in self.required_capabilities:
+        required = self.required_capabilities
+        for name in required:
             # Either would refuse every request: a configuration error, like a misspelt name.
-            row = FEATURES.get(name)
             if _is_withheld(name, withdrawn):
                 raise ValueError(f"required_capabilities names {name!r}, which the policy withholds")
-            if row is not None and not any(row.at(revision) for revision in accepted):
+            if not any(required_at(name, revision) for revision in bounds):
                 raise ValueError(
                     f"required_capabilities names {name!r}, which no accepted revision"
-                    f" ({accepted[0]} to {accepted[-1]}) has"
+                    f" ({bounds[0]} to {bounds[-1]}) has"
                 )
+        accepted = tuple(r for r in bounds if all(required_at(name, r) for name in required))
+        if not accepted:  # each one is met somewhere, but never all of them at once
+            where = "; ".join(
+                f"{name!r} only at {', '.join(r for r in bounds if required_at(name, r))}"
+                for name in required
+                if not all(required_at(name, r) for r in bounds)
+            )
+            raise ValueError(
+                f"required_capabilities names {', '.join(map(repr, required))}, which no accepted"
+                f" revision ({bounds[0]} to {bounds[-1]}) has together: {where}"
+            )
+        object.__setattr__(self, "_accepted", accepted)
 
-    def accepted(self) -> tuple[str, ...]:
-        """The revisions this policy serves, oldest first."""
+    def __repr__(self) -> str:
+        """The dataclass's repr, saying when the requirements narrowed the bounds: a policy
+        printed in a log or a debugger must not look as if it served every revision it names."""
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        if len(self._accepted) < len(self._bounds()):
+            shown += f"; revisions narrowed to {', '.join(self._accepted)} by required_capabilities"
+        return f"{type(self).__qualname__}({shown})"
+
+    def _bounds(self) -> tuple[str, ...]:
+        """The revisions from `min_revision` to `max_revision`, oldest first."""
         low = self.min_revision or revisions.KNOWN[0]
         high = self.max_revision or revisions.KNOWN[-1]
         return tuple(
             r for r in revisions.KNOWN if revisions.is_at_least(r, low) and revisions.is_at_least(high, r)
         )
+
+    def accepted(self) -> tuple[str, ...]:
+        """The revisions this policy serves, oldest first: those within its bounds where
+        every required capability can be had (`required_at`)."""
+        return self._accepted
+
+    def narrowed(self) -> dict[str, tuple[str, ...]]:
+        """The revisions within the bounds that the required capabilities leave out, oldest
+        first, each with the required names it cannot have: what -32022 tells their clients."""
+        return {
+            revision: tuple(name for name in self.required_capabilities if not required_at(name, revision))
+            for revision in self._bounds()
+            if revision not in self._accepted
+        }
 
     def withdrawn(self) -> frozenset[str]:
         """Features no client gets, whatever it declares: closed deprecations and `withhold`."""
@@ -530,6 +581,7 @@ class Negotiator:
         self._accepted_legacy = tuple(r for r in self.accepted if revisions.era(r) == "legacy")
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
         self._degraded = {r: self._degraded_at(r) for r in self.accepted}
+        self._narrowed = policy.narrowed()
         self._cache: BoundedCache[tuple[Any, ...], Negotiation] = BoundedCache(_CACHE_SIZE)
 
     @property
@@ -574,15 +626,19 @@ class Negotiator:
         )
 
     def _unsupported(self, requested: str, instead: tuple[str, ...] = ()) -> NegotiationRefused:
-        """-32022 listing `instead` (newest first) when there are any, else the advertised."""
+        """-32022 listing `instead` (newest first) when there are any, else the advertised.
+
+        A revision the policy's requirements left out says so, and carries the
+        requirements it cannot have as -32021 would (`requiredCapabilities`): the client
+        learns why, and that a listed revision would serve it."""
         supported = list(reversed(instead)) or self.supported_advertised
-        return NegotiationRefused(
-            Refusal(
-                UNSUPPORTED_PROTOCOL_VERSION,
-                f"Unsupported protocol version: {requested[:MAX_REVISION_LENGTH]}",
-                {"supported": supported, "requested": requested},
-            )
-        )
+        message = f"Unsupported protocol version: {requested[:MAX_REVISION_LENGTH]}"
+        data: dict[str, Any] = {"supported": supported, "requested": requested}
+        lacking = self._narrowed.get(requested)
+        if lacking:
+            message += f" (the server requires {', '.join(lacking)}, which {requested} does not have)"
+            data["requiredCapabilities"] = required_capabilities_object(lacking)
+        return NegotiationRefused(Refusal(UNSUPPORTED_PROTOCOL_VERSION, message, data))
 
     def missing_required(self, negotiation: Negotiation, names: Iterable[str]) -> Refusal | None:
         """A -32021 refusal when the client lacks any of `names`, else None."""
@@ -594,7 +650,7 @@ class Negotiator:
         # Say why, when the client may well have declared it: "missing" alone would mislead.
         withheld = [name for name in missing if _is_withheld(name, negotiation.withheld)]
         revision = negotiation.protocol_version
-        absent = [name for name in missing if name in FEATURES and not FEATURES[name].at(revision)]
+        absent = [name for name in missing if not required_at(name, revision)]
         if not negotiation.capabilities_known:
             message += " (its capabilities are unknown: no handshake is known for this request)"
         elif withheld:

@@ -293,12 +293,13 @@ def test_initialize_required_capability_present_is_accepted() -> None:
     assert n.outcome == "accepted"
 
 
-def test_required_capability_the_revision_lacks_is_missing() -> None:
-    # elicitation.url does not exist at 2025-06-18, whatever the client declares.
+def test_required_capability_the_revision_lacks_is_counter_offered() -> None:
+    # elicitation.url does not exist at 2025-06-18: the policy does not accept that revision,
+    # so its client is counter-offered one that has it (no longer accepted, then -32021).
     policy = Policy(required_capabilities=("elicitation.url",))
     caps: dict[str, Any] = {"elicitation": {"url": {}}}
-    refusal = refusal_of(lambda: Negotiator(policy).initialize(init("2025-06-18", caps)))
-    assert refusal.code == -32021
+    countered = Negotiator(policy).initialize(init("2025-06-18", caps))
+    assert (countered.outcome, countered.protocol_version) == ("counter_offered", "2025-11-25")
     assert Negotiator(policy).initialize(init("2025-11-25", caps)).outcome == "accepted"
 
 

@@ -130,7 +130,12 @@ def check_refusal(refusal: Refusal, negotiator: Negotiator, requested: Any) -> N
         assert refusal.data is None
     elif refusal.code == -32022:
         assert refusal.data is not None
-        assert set(refusal.data) == {"supported", "requested"}
+        # A revision the requirements narrowed away says which ones it cannot have.
+        lacking = negotiator.policy.narrowed().get(requested)
+        extra = {"requiredCapabilities"} if lacking else set()
+        assert set(refusal.data) == {"supported", "requested", *extra}
+        if lacking:
+            assert refusal.data["requiredCapabilities"] == required_capabilities_object(lacking)
         assert refusal.data["requested"] == requested
         supported = refusal.data["supported"]
         assert supported

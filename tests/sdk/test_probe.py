@@ -14,16 +14,7 @@ import pytest
 from mcp_negotiation import revisions
 from mcp_negotiation.demo import build
 from support.harness import ROOT, serve_http
-
-
-def _probe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcp_negotiation.cli", "probe", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+from support.harness import run_probe as _probe
 
 
 def _rows(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:

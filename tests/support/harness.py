@@ -8,6 +8,7 @@ byte still goes through the SDK's own `ClientSession` and transports.
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -39,6 +40,17 @@ def demo_params(*args: str) -> StdioServerParameters:
     """The bundled example server as a stdio subprocess."""
     return StdioServerParameters(
         command=sys.executable, args=["-m", "mcp_negotiation.demo", *args], cwd=str(ROOT)
+    )
+
+
+def run_probe(*args: str) -> subprocess.CompletedProcess[str]:
+    """`mcp-negotiation probe ARGS`, run as users run it: a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_negotiation.cli", "probe", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
     )
 
 

@@ -104,3 +104,25 @@ def seen(result: types.CallToolResult) -> dict[str, Any]:
     assert isinstance(block, types.TextContent)
     parsed: dict[str, Any] = json.loads(block.text)
     return parsed
+
+
+async def stateless_call(server: Any, protocol_version: str | None) -> dict[str, Any]:
+    """The JSON-RPC answer to one raw `tools/call negotiation` POST to `server`'s streamable
+    HTTP app, with `protocol_version` as its `MCP-Protocol-Version` header (None: no header)."""
+    import httpx
+
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    if protocol_version is not None:
+        headers["mcp-protocol-version"] = protocol_version
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "negotiation", "arguments": {}},
+    }
+    with serve_http(server.streamable_http_app()) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(url, json=body, headers=headers)
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    answer: dict[str, Any] = json.loads(data[0] if data else response.text)
+    return answer

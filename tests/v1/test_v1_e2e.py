@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import mcp.types as types
 import pytest
-from harness_v1 import seen, serve_http, server_params, session
+from harness_v1 import seen, serve_http, server_params, session, stateless_call
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared.exceptions import McpError
 from v1_server import build
@@ -368,25 +368,7 @@ async def test_a_refused_initialize_after_an_accepted_one_answers_only_itself(
 @pytest.mark.parametrize("header", ["2025-03-26", None])
 async def test_stateless_requests_below_the_policy_are_refused(header: str | None) -> None:
     """No session to counter-offer in: the revision the SDK would serve is the one judged."""
-    import json
-
-    import httpx
-
-    server = build(Policy(min_revision="2025-06-18"), stateless=True)
-    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-    if header is not None:
-        headers["mcp-protocol-version"] = header
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "negotiation", "arguments": {}},
-    }
-    with serve_http(server.streamable_http_app()) as url:
-        async with httpx.AsyncClient(timeout=30) as http:
-            response = await http.post(url, json=body, headers=headers)
-    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-    answer = json.loads(data[0] if data else response.text)
+    answer = await stateless_call(build(Policy(min_revision="2025-06-18"), stateless=True), header)
     assert answer["error"]["code"] == -32022
     assert answer["error"]["data"]["requested"] == (header or "2025-03-26")
 

@@ -36,7 +36,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .. import revisions
-from ..errors import NegotiationError
+from ..errors import UNSUPPORTED_PROTOCOL_VERSION, NegotiationError
 from ..ucp import UCP_EXTENSION_ID, Profile, UcpError, negotiate_capabilities
 
 
@@ -116,6 +116,8 @@ class Row:
     server_info: dict[str, Any] | None = None
     """The name and version (and more) the server gave at this revision, as it gave them."""
     ucp_advertised: dict[str, Any] | None = field(default=None, repr=False)
+    error_data: dict[str, Any] | None = None
+    """The refusal's `data`, as the server sent it."""
 
     @property
     def served(self) -> bool:
@@ -224,7 +226,7 @@ async def _probe_legacy(
         refused = _refusal(failure, target, watch)
         if refused is None:
             raise
-        return Row(revision, "legacy", "refused", error_code=refused.error.code, error=refused.error.message)
+        return _refused(revision, "legacy", refused)
     answered = result.protocol_version
     return Row(
         revision,
@@ -261,7 +263,64 @@ async def _probe_modern(
         refused = _refusal(failure, target, watch)
         if refused is None:
             raise
-        return Row(revision, "modern", "refused", error_code=refused.error.code, error=refused.error.message)
+        return _refused(revision, "modern", refused)
+
+
+def _refused(revision: str, era: str, refused: MCPError) -> Row:
+    data = refused.error.data
+    return Row(
+        revision,
+        era,
+        "refused",
+        error_code=refused.error.code,
+        error=refused.error.message,
+        error_data=data if isinstance(data, dict) else None,
+    )
+
+
+def narrowing(rows: list[Row]) -> dict[str, Any] | None:
+    """The revisions the server's required capabilities left out, as its -32022s said: each
+    with the requirements it cannot have (by the names `Policy(required_capabilities=...)`
+    takes), and the revisions the refusals list instead; None when no refusal said so.
+
+    A legacy revision left out is counter-offered, which says nothing of why: only refused
+    revisions can be named here.
+    """
+    left_out: dict[str, list[str]] = {}
+    supported: set[str] = set()
+    for row in rows:
+        data = row.error_data or {}
+        required = data.get("requiredCapabilities")
+        if row.error_code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(required, dict):
+            left_out[row.revision] = _leaf_names(required)
+            listed = data.get("supported")
+            supported.update(listed if isinstance(listed, list) else ())
+    if not left_out:
+        return None
+    return {"left_out": left_out, "supported": list(revisions.known_revisions(supported))}
+
+
+def _leaf_names(required: Mapping[str, Any]) -> list[str]:
+    """The names a `requiredCapabilities` object was made from (see
+    `negotiation.required_capabilities_object`): its leaves, an extension by its identifier."""
+    names: list[str] = []
+    for key, value in required.items():
+        inner = value if isinstance(value, Mapping) else {}
+        if key in ("extensions", "experimental") and inner:
+            names += [name if key == "extensions" else f"{key}.{name}" for name in inner]
+        else:
+            names += [f"{key}.{name}" for name in _leaf_names(inner)] or [key]
+    return names
+
+
+def _render_narrowing(narrowed: dict[str, Any] | None) -> list[str]:
+    if narrowed is None:
+        return []
+    reasons = "; ".join(
+        f"{revision} cannot have {', '.join(names)}" for revision, names in narrowed["left_out"].items()
+    )
+    text = f"the server's required capabilities narrow it to {', '.join(narrowed['supported'])} ({reasons})"
+    return _wrapped("narrowed", text, 9)
 
 
 def best_served(rows: list[Row]) -> str | None:
@@ -436,6 +495,7 @@ def render(rows: list[Row], target: str | list[str], capabilities: Mapping[str, 
         ),
         *_wrapped("server", _identity(rows), 9),
         *_wrapped("offered", f"{offered} (the client capabilities the probe declared)", 9),
+        *_render_narrowing(narrowing(rows)),
         "",
     ]
     header = ("revision", "era", "outcome", "recorded")
@@ -580,6 +640,7 @@ def run(
                     "target": _shown(chosen) if isinstance(chosen, str) else chosen,
                     "capabilities": capabilities,
                     "best": best_served(rows),
+                    "narrowed": narrowing(rows),
                     "revisions": [asdict(r) for r in rows],
                     "ucp": ucp,
                 },

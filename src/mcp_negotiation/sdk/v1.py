@@ -68,9 +68,15 @@ def _within_sdk(policy: Policy) -> Policy:
     newest = sdk_revisions()[-1]
     if policy.max_revision is not None and not revisions.is_at_least(policy.max_revision, newest):
         return policy
-    if policy.min_revision is not None and not revisions.is_at_least(newest, policy.min_revision):
+    oldest = policy.accepted()[0]  # the requirements may narrow the policy past `min_revision`
+    if not revisions.is_at_least(newest, oldest):
+        what = (
+            f"min_revision {oldest} is"
+            if oldest == policy.min_revision
+            else f"every revision its required_capabilities allow ({', '.join(policy.accepted())}) is"
+        )
         raise ValueError(
-            f"min_revision {policy.min_revision} is newer than every revision mcp {_sdk_version()} "
+            f"{what} newer than every revision mcp {_sdk_version()} "
             f"serves (the newest is {newest}); no client could be served"
         )
     return replace(policy, max_revision=newest)
