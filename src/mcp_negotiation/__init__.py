@@ -15,6 +15,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .catalog import required_capabilities_meta
 from .errors import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation, Refusal
 from .negotiation import Negotiation, Policy
 
@@ -50,6 +51,7 @@ __all__ = [
     "negotiated",
     "negotiation_of",
     "record_refusals_asgi",
+    "required_capabilities_meta",
     "requires",
     "requires_ucp",
     "uninstrument",
