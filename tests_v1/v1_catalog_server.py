@@ -6,10 +6,13 @@ python tests_v1/v1_catalog_server.py [--hide]       stdio
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from mcp.server.fastmcp import FastMCP
 
 from mcp_negotiation import Policy, negotiate, requires
+
+HERE = Path(__file__).resolve().parent
 
 
 def build(*, hide: bool = False, stateless: bool = False, negotiated: bool = True) -> FastMCP:

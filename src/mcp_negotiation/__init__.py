@@ -15,7 +15,6 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .catalog import required_capabilities_meta
 from .errors import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation, Refusal
 from .negotiation import Negotiation, Policy
 
@@ -51,7 +50,6 @@ __all__ = [
     "negotiated",
     "negotiation_of",
     "record_refusals_asgi",
-    "required_capabilities_meta",
     "requires",
     "requires_ucp",
     "uninstrument",

@@ -111,7 +111,7 @@ def catalogued(
     if not isinstance(entries, list):
         return result
     listed: list[Any] = []
-    changed = False
+    changed = scoped = False
     for entry in entries:
         if not isinstance(entry, Mapping):
             listed.append(entry)
@@ -127,8 +127,13 @@ def catalogued(
                 changed = True
         elif isinstance(meta, Mapping) and REQUIRED_CAPABILITIES_META_KEY in meta:
             names = requirement_names(meta[REQUIRED_CAPABILITIES_META_KEY])
-        if names and scope is not None and scope[1].missing_required(scope[0], names) is not None:
-            changed = True
-            continue
+        if names and scope is not None:
+            scoped = True
+            if scope[1].missing_required(scope[0], names) is not None:
+                changed = True
+                continue
         listed.append(entry)
+    if scoped and result.get("cacheScope") == "public":
+        # What this client was listed is this client's: no shared cache may hand it to another.
+        return {**result, field: listed, "cacheScope": "private"}
     return {**result, field: listed} if changed else result
