@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheHint
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
@@ -30,7 +31,7 @@ from harness import (
     serve_http,
     stdio_params,
 )
-from mcp_negotiation import Policy, negotiate, requires, uninstrument
+from mcp_negotiation import Policy, instrument, negotiate, requires, uninstrument
 from mcp_negotiation.catalog import REQUIRED_CAPABILITIES_META_KEY as KEY
 from mcp_negotiation.catalog import required_capabilities_meta, requirement_names
 from mcp_negotiation.negotiation import required_capabilities_object
@@ -169,6 +170,40 @@ async def test_entries_without_requirements_are_listed_exactly_as_without_the_li
     ]
     assert _undeclared(negotiated) == plain
     assert negotiated != plain
+
+
+async def test_a_server_built_under_instrument_declares_its_requirements() -> None:
+    # `instrument()` reaches the lowlevel server inside the MCPServer, from its constructor.
+    instrument(Policy(hide_unusable=True))
+    try:
+        server = MCPServer("instrumented")
+    finally:
+        uninstrument()
+
+    @server.tool()
+    @requires("sampling")
+    async def summarize(text: str) -> str:
+        return text
+
+    async with modern(server, sampling_callback=_sample) as client:
+        assert _metas(await client.list_tools()) == {"summarize": SAMPLING}
+    async with modern(server) as client:
+        assert _metas(await client.list_tools()) == {}
+
+
+async def test_a_failure_of_ours_lists_what_the_server_made(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_negotiation.sdk import seams
+
+    async def broken(server: Any, method: str) -> dict[str, Any]:
+        raise RuntimeError("the SDK moved")
+
+    monkeypatch.setattr(seams, "listed_functions", broken)
+    async with modern(build(hide=True)) as client:
+        listed = _metas(await client.list_tools())
+    assert listed == {"summarize": None, "ask_user": None, "echo": None}
+    assert "could not declare requirements in a listing" in caplog.text
 
 
 # --- scoped on request ---------------------------------------------------------------------
