@@ -372,6 +372,20 @@ async def test_a_lowlevel_server_declares_with_required_capabilities_meta() -> N
         assert list(_metas(await client.list_tools())) == ["plain0", "summarize", "plain1", "plain2"]
 
 
+@pytest.mark.parametrize("stateless", [False, True])
+async def test_a_hidden_lowlevel_tool_called_over_http_is_still_refused(stateless: bool) -> None:
+    # Over modern HTTP the SDK lists the server's tools through the chain, as this client, to
+    # check `Mcp-Param-*` headers; the hidden tool is not found there, and the call goes on.
+    with serve_http(_lowlevel(True).streamable_http_app(stateless_http=stateless)) as url:
+        async with modern(url) as client:
+            assert "summarize" not in _metas(await client.list_tools())
+            refused = await _refusal(client.call_tool("summarize", {"text": "x"}))
+        async with open_streams("http", url) as streams, legacy_session(streams, "2025-11-25", {}) as (s, _):
+            assert "summarize" not in _metas(await s.list_tools())
+            legacy_refused = await _refusal(s.call_tool("summarize", {"text": "x"}))
+    assert refused == legacy_refused == {"requiredCapabilities": SAMPLING[KEY]}
+
+
 def test_required_capabilities_meta_takes_names_or_a_requires_function() -> None:
     with pytest.raises(ValueError, match="did you mean 'sampling'"):
         required_capabilities_meta("samplng")

@@ -39,36 +39,39 @@ def requirements(fn: object) -> tuple[str, ...] | None:
 
 async def listed(
     method: str,
-    result: Mapping[str, Any],
+    result: Any,
     owner: Any,
     entry: tuple[Negotiation, Negotiator] | None,
-) -> Mapping[str, Any]:
-    """`result`, the wire form of `owner`'s listing for `method`, as the client of `entry`
-    reads it (see `catalog.catalogued`). Never raises: on a failure of ours the listing
-    goes out as the server made it."""
+) -> Any:
+    """`result`, `owner`'s listing for `method` (its wire form, or an SDK model), as the client
+    of `entry` reads it (see `catalog.catalogued`): the very object when nothing changed, else
+    one of the same kind. Never raises: on a failure of ours the listing goes out as the
+    server made it."""
+    if not isinstance(result, Mapping) and not hasattr(result, "model_dump"):
+        return result  # no listing (a middleware's None): nothing to declare
     try:
+        wire = (
+            result
+            if isinstance(result, Mapping)
+            else result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        )
         server = seams.catalog_server(owner) if owner is not None else None
         functions = await seams.listed_functions(server, method) if server is not None else {}
         scope = entry if entry is not None and entry[1].policy.hide_unusable else None
-        return catalogued(method, result, lambda key: requirements(functions.get(key)), scope)
+        answered = catalogued(method, wire, lambda key: requirements(functions.get(key)), scope)
+        if answered is wire:
+            return result
+        return dict(answered) if isinstance(result, Mapping) else type(result).model_validate(answered)
     except Exception as error:
         report(logging.ERROR, "mcp_negotiation: could not declare requirements in a listing", exc=error)
         return result
 
 
 def listing_call(call_next: Any, owner: Any) -> Any:
-    """`call_next` for a listing: the answer it returns, read as the client of the record
-    published around it reads it (mcp 2.x: a wire dict, or a model a middleware returned)."""
+    """`call_next` for a listing (mcp 2.x): the answer it returns, read as the client of the
+    record published around it reads it."""
 
     async def call(ctx: Any) -> Any:
-        result = await call_next(ctx)
-        wire = result
-        if not isinstance(wire, Mapping):
-            dump = getattr(result, "model_dump", None)
-            if not callable(dump):
-                return result
-            wire = dump(by_alias=True, mode="json", exclude_none=True)
-        answered = await listed(ctx.method, wire, owner, _current.get())
-        return result if answered is wire else dict(answered)
+        return await listed(ctx.method, await call_next(ctx), owner, _current.get())
 
     return call

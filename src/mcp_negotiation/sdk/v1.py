@@ -255,15 +255,10 @@ def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 
 
 async def _listed(wrapped: Any, listing: tuple[str, Any, Any], response: Any) -> Any:
-    """Answer a listing as its client reads it (`catalog`): the core works on the wire form,
-    so the result goes there and, only when an entry changed, back into the SDK's model."""
+    """Answer a listing as its client reads it (`catalog`)."""
     method, owner, entry = listing
-    result = response.root
-    wire = _dump(result)
-    answered = await catalog.listed(method, wire, owner() if owner is not None else None, entry)
-    if answered is not wire:
-        response = type(response)(type(result).model_validate(answered))
-    return await wrapped(response)
+    answered = await catalog.listed(method, response.root, owner() if owner is not None else None, entry)
+    return await wrapped(response if answered is response.root else type(response)(answered))
 
 
 def _failed(response: Any) -> bool:
