@@ -391,6 +391,8 @@ def test_required_capabilities_meta_takes_names_or_a_requires_function() -> None
         required_capabilities_meta("samplng")
     with pytest.raises(TypeError, match="capability names"):
         required_capabilities_meta(lambda: None)
+    with pytest.raises(ValueError, match="one or more"):
+        required_capabilities_meta()
 
 
 @pytest.mark.parametrize("page", [1, 2, 4])

@@ -14,7 +14,7 @@ client that follows `nextCursor` sees exactly the usable entries, each once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from .negotiation import Negotiation, Negotiator, capability_names, required_capabilities_object
 
@@ -38,9 +38,6 @@ LISTINGS: Final[Mapping[str, tuple[str, str]]] = {
 }
 """The listings whose entries `@requires` can gate: (the result's list, an entry's key)."""
 
-_FLAGS: Final = frozenset({"listChanged", "subscribe"})
-
-
 def required_capabilities_meta(*required: str | Callable[..., Any]) -> dict[str, Any]:
     """The `_meta` that declares a listed entry's requirements, for servers that list their
     own (a lowlevel `Server`'s `Tool(..., _meta=required_capabilities_meta(...))`).
@@ -49,12 +46,13 @@ def required_capabilities_meta(*required: str | Callable[..., Any]) -> dict[str,
     entry, so that the listing and the -32021 come from one declaration. Entries of
     `MCPServer` and FastMCP servers need none of this: their `@requires` is listed as is.
     """
-    if len(required) == 1 and callable(required[0]):
-        names = getattr(required[0], REQUIRES_ATTRIBUTE, None)
-        if not names:
+    if not required:
+        raise ValueError("required_capabilities_meta() needs one or more capability names")
+    names = getattr(required[0], REQUIRES_ATTRIBUTE, None) if len(required) == 1 else None
+    if names is None:
+        if not all(isinstance(name, str) for name in required):
             raise TypeError("required_capabilities_meta() takes capability names, or a @requires() function")
-    else:
-        names = capability_names(tuple(required), "required_capabilities_meta()")  # type: ignore[arg-type]
+        names = capability_names(cast("tuple[str, ...]", required), "required_capabilities_meta()")
     return {REQUIRED_CAPABILITIES_META_KEY: required_capabilities_object(names)}
 
 
