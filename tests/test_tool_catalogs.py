@@ -136,6 +136,24 @@ async def test_every_client_sees_the_requirements_its_refusal_would_carry(endpoi
         assert _metas(await client.list_tools()) == listed
 
 
+@pytest.mark.parametrize("hide", [False, True])
+async def test_prompts_and_templates_declare_what_their_refusal_carries(hide: bool) -> None:
+    async with modern(build(hide=hide)) as client:
+        prompts = {p.name: p.meta for p in (await client.list_prompts()).prompts}
+        templates = {
+            t.uri_template: t.meta for t in (await client.list_resource_templates()).resource_templates
+        }
+        prompt_refusal = await _refusal(client.get_prompt("brief", {"topic": "x"}))
+        template_refusal = await _refusal(client.read_resource("notes://x"))
+    if hide:  # hidden from a client that declares nothing, and refused the same
+        assert prompts == templates == {}
+    else:
+        assert prompts["brief"] == {KEY: prompt_refusal["requiredCapabilities"]}
+        assert templates["notes://{topic}"] == {KEY: template_refusal["requiredCapabilities"]}
+    assert prompt_refusal == {"requiredCapabilities": {"sampling": {}}}
+    assert template_refusal == {"requiredCapabilities": {"elicitation": {}}}
+
+
 async def _raw_listing(session: ClientSession, method: str = "tools/list", **params: Any) -> dict[str, Any]:
     result = await session.send_request(RawRequest(method=method, params=params), AnyResult)
     return result.model_dump(by_alias=True, exclude_none=True)
