@@ -15,7 +15,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
 from v1_catalog_server import HERE, build
 
-from mcp_negotiation import Policy, negotiate, requires
+from mcp_negotiation import Policy, instrument, negotiate, requires, uninstrument
 from mcp_negotiation.catalog import REQUIRED_CAPABILITIES_META_KEY as KEY
 from mcp_negotiation.catalog import required_capabilities_meta
 from mcp_negotiation.sdk.v1 import sdk_revisions
@@ -138,3 +138,16 @@ async def test_a_lowlevel_server_declares_with_required_capabilities_meta() -> N
         assert list(_metas(await client.list_tools())) == ["echo"]
     async with session("memory", _Holder(_lowlevel(True)), REVISION, {"sampling": {}}) as (client, _):
         assert list(_metas(await client.list_tools())) == ["summarize", "echo"]
+
+
+async def test_a_fastmcp_server_built_under_instrument_declares_its_requirements() -> None:
+    # `instrument()` reaches only the lowlevel server inside; its listing finds the FastMCP one.
+    instrument(Policy(hide_unusable=True))
+    try:
+        server = build(negotiated=False)
+    finally:
+        uninstrument()
+    async with session("memory", server, REVISION, {"sampling": {}}) as (client, _):
+        assert _metas(await client.list_tools()) == {"summarize": SAMPLING, "echo": None}
+    async with session("memory", server, REVISION, {}) as (client, _):
+        assert _metas(await client.list_tools()) == {"echo": None}

@@ -257,8 +257,29 @@ def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 async def _listed(wrapped: Any, listing: tuple[str, Any, Any], response: Any) -> Any:
     """Answer a listing as its client reads it (`catalog`)."""
     method, owner, entry = listing
-    answered = await catalog.listed(method, response.root, owner() if owner is not None else None, entry)
+    server = _listing_owner(owner() if owner is not None else None)
+    answered = await catalog.listed(method, response.root, server, entry)
     return await wrapped(response if answered is response.root else type(response)(answered))
+
+
+def _listing_owner(server: Any) -> Any:
+    """The server whose functions a listing names: the one `negotiate` was given, or, for the
+    lowlevel server `instrument()` reached inside a FastMCP one, that FastMCP server, found
+    as the owner of the bound method its `tools/list` handler calls (private: the closures
+    1.x's `Server.list_tools` decorator and `create_call_wrapper` make)."""
+    handlers = getattr(server, "request_handlers", None)
+    if hasattr(server, "_tool_manager") or not isinstance(handlers, dict):
+        return server
+    handler = next((h for kind, h in handlers.items() if kind.__name__ == "ListToolsRequest"), None)
+    try:
+        for cell in getattr(handler, "__closure__", None) or ():
+            for inner in getattr(cell.cell_contents, "__closure__", None) or ():
+                owner = getattr(inner.cell_contents, "__self__", None)
+                if hasattr(owner, "_tool_manager"):
+                    return owner
+    except ValueError:  # an empty cell: a closure shaped otherwise
+        pass
+    return server
 
 
 def _failed(response: Any) -> bool:
