@@ -13,7 +13,8 @@ were not passed to `negotiate` (or built while `instrument` was active).
     Server._handle_request                   publish the record for every request
     RequestResponder.respond                 answer a refusal from a tool as the JSON-RPC
                                              error it is (1.x turns tool exceptions into
-                                             error *results*)
+                                             error *results*); a listing as its client
+                                             reads it (`catalog`)
     stdio_server (where it is used)          records say "stdio"
 """
 
