@@ -190,6 +190,18 @@ async def test_entries_without_requirements_are_listed_exactly_as_without_the_li
     assert negotiated != plain
 
 
+async def test_modern_entries_without_requirements_are_listed_exactly_as_without_the_library() -> None:
+    server = build(hide=True)
+    envelope = {"_meta": {ENVELOPE: "2026-07-28", CAPABILITIES: {"sampling": {}, "elicitation": {}}}}
+    async with direct_connection(server) as send:
+        negotiated = await send("tools/list", envelope)
+    uninstrument(server)
+    async with direct_connection(server) as send:
+        plain = await send("tools/list", envelope)
+    assert _undeclared(negotiated) == plain
+    assert negotiated != plain
+
+
 async def test_a_server_built_under_instrument_declares_its_requirements() -> None:
     # `instrument()` reaches the lowlevel server inside the MCPServer, from its constructor.
     instrument(Policy(hide_unusable=True))
