@@ -238,6 +238,8 @@ class Policy:
     `record_client_identity` lets telemetry record client name and version.
     `trace_every_request` gives every modern request its own `capability_negotiated`
     span; by default a repeat of a cached negotiation links to the span that made it.
+    `hide_unusable` leaves out of each client's `tools/list` (and `prompts/list`,
+    `resources/templates/list`) what its negotiation cannot serve (see `catalog`).
     `ucp` holds the UCP settings (see `mcp_negotiation.ucp`).
     """
 
@@ -254,6 +256,7 @@ class Policy:
     strict: bool = False
     record_client_identity: bool = False
     trace_every_request: bool = False
+    hide_unusable: bool = False
     ucp: UcpPolicy | None = None
     _accepted: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """`accepted()`, computed once by `__post_init__`."""
@@ -265,7 +268,7 @@ class Policy:
                 raise ValueError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
         if self.advertise not in ("modern", "all"):
             raise ValueError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
-        for name in ("strict", "record_client_identity", "trace_every_request"):
+        for name in ("strict", "record_client_identity", "trace_every_request", "hide_unusable"):
             value = getattr(self, name)
             if type(value) is not bool:  # "false" is true: a switch read by truth would flip
                 raise TypeError(f"{name} must be True or False; got {value!r}")

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
+from ..catalog import REQUIRES_ATTRIBUTE
 from ..client_log import report
 from ..errors import NoNegotiation, Refusal
 from ..negotiation import Negotiation, Negotiator, capability_names, supports
@@ -218,6 +219,7 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
             _gated.add(fn)
         for server in list(_watched):
             _refuse_misplaced(server, fn)
+        gated: Callable[..., Any]
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
@@ -225,14 +227,20 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
                 _require(names)
                 return await fn(*args, **kwargs)
 
-            return cast(_F, async_wrapper)
+            gated = async_wrapper
+        else:
 
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            _require(names)
-            return fn(*args, **kwargs)
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                _require(names)
+                return fn(*args, **kwargs)
 
-        return cast(_F, wrapper)
+            gated = wrapper
+        # What a listing declares for the entry this function serves (`catalog`): the names a
+        # -32021 of this check carries, and those of a `@requires` below it, checked next.
+        inner = getattr(fn, REQUIRES_ATTRIBUTE, ())
+        setattr(gated, REQUIRES_ATTRIBUTE, names + tuple(name for name in inner if name not in names))
+        return cast(_F, gated)
 
     return decorate
 

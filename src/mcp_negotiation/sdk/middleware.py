@@ -25,6 +25,7 @@ from ..engine import Decision, Engine, Inbound, Shape
 from ..negotiation import Negotiation, Negotiator, Policy, Transport
 from . import seams
 from .asgi import JUDGED_MARK
+from .catalog import LISTINGS, listing_call
 from .compat import as_exception
 from .context import _current
 from .origin import NO_HEADERS, on_stdio, origin
@@ -53,6 +54,8 @@ class NegotiationMiddleware:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if not self._settled:
             self._settle()
+        if ctx.method in LISTINGS:  # requirements declared, and scoped on request (`catalog`)
+            call_next = listing_call(call_next, self._owner() if self._owner is not None else None)
         engine = self.engine
         key = base = entry = None
         if ctx.request is None:  # off HTTP, a repeat is one lookup and a publish

@@ -36,7 +36,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .. import revisions
+from ..catalog import REQUIRED_CAPABILITIES_META_KEY, requirement_names
 from ..errors import UNSUPPORTED_PROTOCOL_VERSION, NegotiationError
+from ..negotiation import Negotiation, required_capabilities_object, supports
 from ..ucp import UCP_EXTENSION_ID, Profile, UcpError, negotiate_capabilities
 
 
@@ -103,6 +105,10 @@ class _RawRequest(types.Request[dict[str, Any], str]):
     params: dict[str, Any]
 
 
+Listed = list[tuple[str, tuple[str, ...]]]
+"""A server's tools as one client was listed them: each name, with what it declares it requires."""
+
+
 @dataclass
 class Row:
     revision: str
@@ -118,6 +124,18 @@ class Row:
     ucp_advertised: dict[str, Any] | None = field(default=None, repr=False)
     error_data: dict[str, Any] | None = None
     """The refusal's `data`, as the server sent it."""
+    tools: list[str] | None = None
+    """The tools a client at this revision sees and can call (None: none were listed to it)."""
+    tools_lost: list[str] = field(default_factory=list)
+    """The tools it goes without: hidden from it, or listed with requirements it cannot meet."""
+    listed: Listed | None = field(default=None, repr=False)
+    """The tools as the server listed them to this client (not output: `tools` says it)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as `--json` carries it."""
+        row = asdict(self)
+        del row["listed"]
+        return row
 
     @property
     def served(self) -> bool:
@@ -222,6 +240,8 @@ async def _probe_legacy(
         ):
             request = _RawRequest(method="initialize", params=params)
             result = await session.send_request(request, types.InitializeResult)
+            await session.send_notification(types.InitializedNotification())
+            listed = await _listed_tools(lambda page: session.list_tools(params=page), result.capabilities)
     except Exception as failure:
         refused = _refusal(failure, target, watch)
         if refused is None:
@@ -236,6 +256,7 @@ async def _probe_legacy(
         server_capabilities=_capability_names(result.capabilities),
         server_info=_server_info(result.server_info),
         ucp_advertised=_ucp_advertised(result.capabilities, "experimental"),
+        listed=listed,
     )
 
 
@@ -249,7 +270,9 @@ async def _probe_modern(
         ) as client:
             discover = _RawRequest(method="server/discover", params={})
             found = await client.session.send_request(discover, types.DiscoverResult)
-            await client.list_tools()
+            listed = await _listed_tools(
+                lambda page: client.list_tools(cursor=page.cursor if page else None), found.capabilities
+            )
             return Row(
                 revision,
                 "modern",
@@ -258,6 +281,7 @@ async def _probe_modern(
                 server_capabilities=_capability_names(found.capabilities),
                 server_info=_server_info(getattr(client, "server_info", None)),  # optional (`_meta` stamp)
                 ucp_advertised=_ucp_advertised(found.capabilities, "extensions"),
+                listed=listed,
             )
     except Exception as failure:
         refused = _refusal(failure, target, watch)
@@ -323,6 +347,76 @@ def _render_narrowing(narrowed: dict[str, Any] | None) -> list[str]:
     return _wrapped("narrowed", text, 9)
 
 
+_MAX_PAGES: Final = 100
+"""A server whose cursors never end is listed this many pages deep."""
+
+
+async def _listed_tools(list_page: Any, server_capabilities: Any) -> Listed | None:
+    """Every tool the server lists to this client, following its cursors; None for a server
+    that declares no tools or refuses to list them."""
+    if server_capabilities is None or server_capabilities.tools is None:
+        return None
+    listed: Listed = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    try:
+        for _ in range(_MAX_PAGES):
+            page = await list_page(types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+            for tool in page.tools:
+                required = (tool.meta or {}).get(REQUIRED_CAPABILITIES_META_KEY)
+                listed.append((tool.name, requirement_names(required) or ()))
+            cursor = page.next_cursor
+            if cursor is None or cursor in seen:
+                break
+            seen.add(cursor)
+    except MCPError:
+        return None
+    return listed
+
+
+_EVERY_CAPABILITY: Final = required_capabilities_object(revisions.feature_names("client"))
+"""A client that declares every capability of the feature table: whom a server hides nothing from."""
+
+
+async def _reference_catalog(
+    target: str | list[str], rows: list[Row], seconds: float, errlog: TextIO, watch: _Watch
+) -> Listed | None:
+    """The tools listed to a client declaring every capability at the best served revision:
+    what a server that scopes its listing (`Policy(hide_unusable=True)`) hides from no one."""
+    best = next((row for row in reversed(rows) if row.served and row.answered in revisions.KNOWN), None)
+    if best is None or best.listed is None:
+        return None
+    probe_at = _probe_legacy if best.era == "legacy" else _probe_modern
+    try:
+        with anyio.fail_after(seconds):
+            row = await probe_at(target, best.revision, dict(_EVERY_CAPABILITY), errlog, watch)
+    except Exception:  # the rows stand without it: only tools hidden from every row go unseen
+        return None
+    return row.listed
+
+
+def _tool_catalogs(rows: list[Row], capabilities: Mapping[str, Any], reference: Listed | None) -> None:
+    """Fill each listed row with the tools its client sees and can call, and those it loses:
+    hidden from it (listed to another row, or to a client declaring everything), or listed
+    with requirements this client, at this revision, does not meet."""
+    everything = dict.fromkeys(
+        name for listed in (reference, *(row.listed for row in rows)) for name, _ in listed or ()
+    )
+    for row in rows:
+        listed = row.listed
+        if listed is None or row.answered is None:
+            continue
+        client = Negotiation(
+            era=revisions.era(row.answered),
+            protocol_version=row.answered,
+            requested_version=row.revision,
+            transport="unknown",
+            client_capabilities=capabilities,
+        )
+        row.tools = [name for name, required in listed if all(supports(client, r) for r in required)]
+        row.tools_lost = [name for name in everything if name not in row.tools]
+
+
 def best_served(rows: list[Row]) -> str | None:
     """The newest known revision some row was served at: what "lost vs best" compares with."""
     # A revision this library does not know (a draft a server counter-offers) has no row in
@@ -377,7 +471,9 @@ async def probe(
             except Exception as failed:
                 errlog.seek(0)
                 raise ProbeError(_explain(target, failed, errlog.read())) from failed
+        reference = await _reference_catalog(target, rows, seconds, errlog, watch)
     _lost(rows)
+    _tool_catalogs(rows, capabilities, reference)
     return rows
 
 
@@ -443,6 +539,11 @@ LEGEND: Final = (
         "lost vs best",
         "features of the feature table (docs/concepts.md) that the best served revision"
         " has and this one lacks: what a client at this revision goes without",
+    ),
+    (
+        "tools",
+        "the tools listed to a client at that revision that it can call; lost: tools hidden from"
+        " it, or listed as requiring capabilities it lacks there (docs/tool-catalogs.md)",
     ),
 )
 
@@ -524,10 +625,24 @@ def render(rows: list[Row], target: str | list[str], capabilities: Mapping[str, 
         else:
             detail = f"not served: {_cut(r.error or r.outcome, 300)}"
         lines += _wrapped(f"  {_cut(r.revision)}", detail, 14)
+    lines += _render_tools(rows)
     lines += ["", "legend"]
     for label, text in LEGEND:
         lines += _wrapped(f"  {label}", text, 24)
     return "\n".join(lines)
+
+
+def _render_tools(rows: list[Row]) -> list[str]:
+    """Per served revision, the tools its client sees and can call, and those it loses."""
+    listed = [row for row in rows if row.tools is not None]
+    if not listed:
+        return []
+    lines = ["", "tools (what a client at each revision sees and can call; lost: hidden or refused)"]
+    for row in listed:
+        seen = ", ".join(row.tools or ()) or "none"
+        lost = f"; lost: {', '.join(row.tools_lost)}" if row.tools_lost else ""
+        lines += _wrapped(f"  {_cut(row.revision)}", seen + lost, 14)
+    return lines
 
 
 def ucp_outcome(rows: list[Row], platform: Profile) -> dict[str, Any]:
@@ -641,7 +756,7 @@ def run(
                     "capabilities": capabilities,
                     "best": best_served(rows),
                     "narrowed": narrowing(rows),
-                    "revisions": [asdict(r) for r in rows],
+                    "revisions": [r.as_dict() for r in rows],
                     "ucp": ucp,
                 },
                 indent=2,

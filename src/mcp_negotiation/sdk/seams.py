@@ -255,3 +255,44 @@ def place(chain: list[Any], item: Any) -> bool:
     chain[:] = rest
     chain.insert(wanted, item)
     return True
+
+
+_LISTERS: Final = {
+    "tools/list": ("_tool_manager", "list_tools", "list_tools", "name"),
+    "prompts/list": ("_prompt_manager", "list_prompts", "list_prompts", "name"),
+    "resources/templates/list": (
+        "_resource_manager",
+        "list_templates",
+        "list_resource_templates",
+        "uri_template",
+    ),
+}
+"""Per listing: the MCPServer (and mcp 1.x FastMCP) manager and its lister, the FastMCP 4
+server's own lister, and the attribute an item's listed key is read from."""
+
+
+def catalog_server(server: Any) -> Any | None:
+    """The server holding the functions behind its listed entries: `server` itself when it is
+    an MCPServer or a FastMCP one, else the high-level server whose bound method a lowlevel
+    server (one `instrument()` reached from inside its constructor) lists tools with."""
+    if hasattr(server, "_tool_manager") or hasattr(server, "_local_provider"):
+        return server
+    lookup = getattr(server, "get_request_handler", None)
+    entry = lookup("tools/list") if callable(lookup) else None
+    owner = getattr(getattr(entry, "handler", None), "__self__", None)
+    return owner if owner is not None and owner is not server and is_sdk_server(owner) else None
+
+
+async def listed_functions(server: Any, method: str) -> dict[str, Any]:
+    """The function behind each entry `server` lists for `method`, by the entry's listed key
+    (private: the MCPServer managers; FastMCP 4's public async listers)."""
+    manager_name, manager_lister, server_lister, key = _LISTERS[method]
+    manager = getattr(server, manager_name, None)
+    items: Any = ()
+    if manager is not None:
+        items = getattr(manager, manager_lister)()
+    else:
+        lister = getattr(server, server_lister, None)
+        if inspect.iscoroutinefunction(lister):
+            items = await lister()
+    return {str(getattr(item, key, "")): getattr(item, "fn", None) for item in items}

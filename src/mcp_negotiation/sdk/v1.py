@@ -13,7 +13,8 @@ were not passed to `negotiate` (or built while `instrument` was active).
     Server._handle_request                   publish the record for every request
     RequestResponder.respond                 answer a refusal from a tool as the JSON-RPC
                                              error it is (1.x turns tool exceptions into
-                                             error *results*)
+                                             error *results*); a listing as its client
+                                             reads it (`catalog`)
     stdio_server (where it is used)          records say "stdio"
 """
 
@@ -31,9 +32,11 @@ from typing import Any, Final, TypeVar
 import wrapt
 
 from .. import revisions, telemetry
+from ..catalog import LISTINGS
 from ..engine import Decision, Engine, Inbound
 from ..errors import NegotiationUnavailable, Refusal
 from ..negotiation import Negotiation, Negotiator, Policy, policy_given
+from . import catalog
 from .compat import PENDING_REFUSALS, error_data
 from .context import _current
 from .origin import origin, stdio_wrapper
@@ -51,10 +54,13 @@ class V1Negotiation:
 
     policy: Policy
     engine: Engine
+    owner: Any = None
+    """A weak reference to the server `negotiate` was given (whose functions listings name)."""
 
     @classmethod
-    def of(cls, policy: Policy) -> V1Negotiation:
-        return cls(policy, Engine(policy, Negotiator(_within_sdk(policy))))
+    def of(cls, policy: Policy, server: Any = None) -> V1Negotiation:
+        owner = weakref.ref(server) if server is not None else None
+        return cls(policy, Engine(policy, Negotiator(_within_sdk(policy))), owner)
 
 
 def sdk_revisions() -> tuple[str, ...]:
@@ -86,6 +92,8 @@ _servers: weakref.WeakKeyDictionary[Any, V1Negotiation] = weakref.WeakKeyDiction
 _records: weakref.WeakKeyDictionary[Any, Negotiation | Refusal] = weakref.WeakKeyDictionary()
 _session_profiles: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _serving: ContextVar[V1Negotiation | None] = ContextVar("mcp_negotiation.v1_serving", default=None)
+_listing: ContextVar[tuple[str, Any, Any] | None] = ContextVar("mcp_negotiation.v1_listing", default=None)
+"""Inside a listing's handling: (its method, the server's reference, the published entry)."""
 
 
 _UNANNOUNCED_REVISION: Final = "2025-03-26"
@@ -186,11 +194,15 @@ async def _handle(
         return None
     if decision.action != "serve" or decision.record is None:
         return await handled
-    token = _current.set((decision.record, holder.engine.negotiator))
+    entry = (decision.record, holder.engine.negotiator)
+    token = _current.set(entry)
     pending_token = PENDING_REFUSALS.set([])
+    listing = _listing.set((inbound.method, holder.owner, entry)) if inbound.method in LISTINGS else None
     try:
         return await handled
     finally:
+        if listing is not None:
+            _listing.reset(listing)
         PENDING_REFUSALS.reset(pending_token)
         _current.reset(token)
 
@@ -238,11 +250,43 @@ async def _decided(holder: V1Negotiation, message: Inbound, session: Any, starte
 
 def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     pending = PENDING_REFUSALS.get()
-    if pending and _failed(args[0] if args else kwargs.get("response")):
+    response = args[0] if args else kwargs.get("response")
+    if pending and _failed(response):
         # A refusal raised inside the handler, which failed with it: answer it as the
         # JSON-RPC error it is. A handler that caught the refusal and answered is answered.
         return wrapped(error_data(pending[0]))
+    listing = _listing.get()
+    if listing is not None and type(response).__name__ == "ServerResult":
+        return _listed(wrapped, listing, response)
     return wrapped(*args, **kwargs)
+
+
+async def _listed(wrapped: Any, listing: tuple[str, Any, Any], response: Any) -> Any:
+    """Answer a listing as its client reads it (`catalog`)."""
+    method, owner, entry = listing
+    server = _listing_owner(owner() if owner is not None else None)
+    answered = await catalog.listed(method, response.root, server, entry)
+    return await wrapped(response if answered is response.root else type(response)(answered))
+
+
+def _listing_owner(server: Any) -> Any:
+    """The server whose functions a listing names: the one `negotiate` was given, or, for the
+    lowlevel server `instrument()` reached inside a FastMCP one, that FastMCP server, found
+    as the owner of the bound method its `tools/list` handler calls (private: the closures
+    1.x's `Server.list_tools` decorator and `create_call_wrapper` make)."""
+    handlers = getattr(server, "request_handlers", None)
+    if hasattr(server, "_tool_manager") or not isinstance(handlers, dict):
+        return server
+    handler = next((h for kind, h in handlers.items() if kind.__name__ == "ListToolsRequest"), None)
+    try:
+        for cell in getattr(handler, "__closure__", None) or ():
+            for inner in getattr(cell.cell_contents, "__closure__", None) or ():
+                owner = getattr(inner.cell_contents, "__self__", None)
+                if hasattr(owner, "_tool_manager"):
+                    return owner
+    except ValueError:  # an empty cell: a closure shaped otherwise
+        pass
+    return server
 
 
 def _failed(response: Any) -> bool:
@@ -333,7 +377,7 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
         logger.warning(message)
         return server
     if _install_targets(policy):
-        _servers[lowlevel] = V1Negotiation.of(policy)
+        _servers[lowlevel] = V1Negotiation.of(policy, server)
     return server
 
 
