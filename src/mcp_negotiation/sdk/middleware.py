@@ -91,10 +91,16 @@ class NegotiationMiddleware:
         """A repeat of a UCP call: its record scoped to the agreement found for this call, which
         is traced per call; None when the agreement cannot be had (the call is decided in full)."""
         started = time.perf_counter()
-        entry = await self.engine.scoped_repeat(record, ctx.params, default)
-        if entry is not None:
-            telemetry.record_negotiation(ctx.method, entry[0], self.policy, time.perf_counter() - started)
-        return entry
+        repeat = await self.engine.scoped_repeat(record, ctx.params, default)
+        if repeat is None:
+            return None
+        traced = repeat.traced
+        if traced is None or not telemetry.repeated(traced):
+            # (`record_negotiation` counts a repeat of a record it traced before, as `repeated`.)
+            repeat.traced = telemetry.record_negotiation(
+                ctx.method, repeat.published[0], self.policy, time.perf_counter() - started
+            )
+        return repeat.published
 
     async def _decided(
         self,
