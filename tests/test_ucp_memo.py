@@ -22,7 +22,7 @@ from harness import structured
 from mcp_negotiation import Policy, engine
 from mcp_negotiation.bounded import MAX_ENTRY_BYTES
 from mcp_negotiation.negotiation import NO_HEADERS
-from mcp_negotiation.ucp import ALL_PORTS, HttpsProfileResolver, Profile, UcpPolicy
+from mcp_negotiation.ucp import ALL_PORTS, HttpsProfileResolver, Profile, StaticResolver, UcpError, UcpPolicy
 from profile_server import ProfileServer, Route, Tls
 from ucp_shop import BUSINESS_PROFILE, CHECKOUT, build
 
@@ -58,6 +58,18 @@ class _Counting:
     async def resolve(self, url: str) -> Profile:
         self.calls += 1
         return self.profiles[url]
+
+
+class _Peeking(_Counting):
+    """As `_Counting`, also telling its current profile without an `await` (`fresh`)."""
+
+    def fresh(self, url: str) -> Profile | None:
+        return self.profiles.get(url)
+
+
+class _BrokenPeek(_Counting):
+    def fresh(self, url: str) -> Profile | None:
+        raise RuntimeError("a resolver's bug")
 
 
 async def _agreed(client: Client, url: str) -> set[str]:
@@ -99,9 +111,10 @@ async def test_an_expired_profile_is_fetched_again_and_its_change_served(
         assert len(platform.requests) == 2
 
 
+@pytest.mark.parametrize("resolver_type", [_Counting, _Peeking, _BrokenPeek])
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_changed_profile_is_agreed_with_afresh_and_the_resolver_asked_every_call(mode: str) -> None:
-    resolver = _Counting({A: _platform(CHECKOUT, DISCOUNT)})
+async def test_a_changed_profile_is_agreed_with_afresh(mode: str, resolver_type: type[_Counting]) -> None:
+    resolver = resolver_type({A: _platform(CHECKOUT, DISCOUNT)})
     async with Client(build(resolver), mode=mode) as client:
         for _ in range(3):
             assert DISCOUNT in await _agreed(client, A)
@@ -111,13 +124,14 @@ async def test_a_changed_profile_is_agreed_with_afresh_and_the_resolver_asked_ev
         assert await _agreed(client, A) == {CHECKOUT}
         resolver.profiles[A] = _platform(CHECKOUT, DISCOUNT)
         assert DISCOUNT in await _agreed(client, A)
-    assert resolver.calls == asked + 3  # once per call, as without the memo
+    if resolver_type is not _Peeking:  # asked once per call, as without the memo
+        assert resolver.calls == asked + 3
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_two_clients_naming_different_profiles_each_get_their_own(mode: str) -> None:
     """The same envelope (one negotiation record for both), two platforms, interleaved."""
-    resolver = _Counting({A: _platform(CHECKOUT, DISCOUNT), B: _platform(CHECKOUT)})
+    resolver = _Peeking({A: _platform(CHECKOUT, DISCOUNT), B: _platform(CHECKOUT)})
     server = build(resolver)
     async with Client(server, mode=mode) as first, Client(server, mode=mode) as second:
         for _ in range(3):
@@ -211,3 +225,28 @@ async def test_the_memo_stays_bounded_in_entries_and_bytes() -> None:
     assert scoped is not None
     assert scoped.published[0].client_capabilities == big.client_capabilities
     assert dict(memo) == before
+
+
+async def test_the_resolvers_tell_a_profile_without_io_only_while_resolve_would_answer_it(
+    tls: Tls, platform: ProfileServer
+) -> None:
+    profile = _platform(CHECKOUT)
+    static = StaticResolver({A: profile})
+    assert static.fresh(A) is profile
+    assert static.fresh(B) is None
+    fresh = {"Cache-Control": "max-age=60"}
+    platform.routes = {"/p.json": Route(body=json.dumps(_document(CHECKOUT)).encode(), headers=fresh)}
+    now = [1_000.0]
+    https = HttpsProfileResolver(
+        ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS, clock=lambda: now[0]
+    )
+    url, missing = platform.url("/p.json"), platform.url("/missing.json")
+    assert https.fresh(url) is None  # not fetched yet
+    fetched = await https.resolve(url)
+    assert https.fresh(url) is fetched
+    now[0] += 61
+    assert https.fresh(url) is None  # expired: `resolve` fetches again
+    assert await https.resolve(url) is not fetched
+    with pytest.raises(UcpError):
+        await https.resolve(missing)
+    assert https.fresh(missing) is None  # a failure held in its backoff is `resolve`'s to raise

@@ -370,6 +370,19 @@ class Engine:
             return None
         return held if self.negotiator.withdrawals.stands_for(held) else None
 
+    def memoised_scope(self, record: Negotiation, params: Any) -> UcpRepeat | None:
+        """A repeated UCP call's memoised outcome (see `scoped_repeat`), when the resolver tells
+        without I/O that it would answer the call's profile URL with the very profile the
+        outcome was agreed with; else None, for `scoped_repeat`."""
+        url = named_in_arguments(params)
+        if url is None or self.ucp is None:
+            return None
+        known = self.ucp_memo.get((id(record), url))
+        if known is None or known.platform is None:
+            return None
+        platform = self.ucp.fresh(url)  # (a URL the memo holds was validated before)
+        return known if platform is not None and known.platform() is platform else None
+
     async def scoped_repeat(
         self, record: Negotiation, params: Any, session_default: Any = None
     ) -> UcpRepeat | None:

@@ -62,7 +62,7 @@ class NegotiationMiddleware:
                 held = seams.held(ctx)
                 entry = engine.held_entry(held, ctx.method)
                 if entry is None and (record := engine.held_for_ucp(held, ctx.method)) is not None:
-                    entry = await self._scoped(ctx, record, seams.held(ctx, seams.UCP_STATE_KEY))
+                    entry = await self._scoped(ctx, record, legacy=True)
             elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
                 stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
                 key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
@@ -72,7 +72,7 @@ class NegotiationMiddleware:
                     entry = repeat.published if telemetry.repeated(repeat.traced) else None
                 else:  # a UCP call: only its negotiation is memoised
                     base = repeat.published[0]
-                    entry = await self._scoped(ctx, base, None)
+                    entry = await self._scoped(ctx, base, legacy=False)
             if entry is not None:
                 try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
                     setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
@@ -86,14 +86,19 @@ class NegotiationMiddleware:
         return await self._decided(ctx, call_next, key, base)
 
     async def _scoped(
-        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, default: Any
+        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, *, legacy: bool
     ) -> Entry | None:
         """A repeat of a UCP call: its record scoped to the agreement found for this call, which
-        is traced per call; None when the agreement cannot be had (the call is decided in full)."""
+        is traced per call; None when the agreement cannot be had (the call is decided in full).
+        `legacy`: the record is a session's, whose default profile (stdio) the call may use."""
         started = time.perf_counter()
-        repeat = await self.engine.scoped_repeat(record, ctx.params, default)
+        engine = self.engine
+        repeat = engine.memoised_scope(record, ctx.params)
         if repeat is None:
-            return None
+            default = seams.held(ctx, seams.UCP_STATE_KEY) if legacy else None
+            repeat = await engine.scoped_repeat(record, ctx.params, default)
+            if repeat is None:
+                return None
         traced = repeat.traced
         if traced is None or not telemetry.repeated(traced):
             # (`record_negotiation` counts a repeat of a record it traced before, as `repeated`.)
