@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import marshal
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from time import monotonic
@@ -41,10 +42,18 @@ from .negotiation import (
     Transport,
     retained_size,
 )
-from .ucp.binding import UCP_EXTENSION_ID, UcpNegotiator, advertisement, session_profile_url
+from .ucp.binding import (
+    UCP_EXTENSION_ID,
+    UcpNegotiator,
+    advertisement,
+    named_in_arguments,
+    session_profile_url,
+)
 from .ucp.errors import UcpError
+from .ucp.header import validate_profile_url
+from .ucp.profile import Profile
 
-__all__ = ["EXEMPT", "Decision", "Engine", "Held", "Inbound", "Repeat", "RepeatMemo"]
+__all__ = ["EXEMPT", "Decision", "Engine", "Held", "Inbound", "Repeat", "RepeatMemo", "UcpRepeat"]
 
 
 EXEMPT: Final = frozenset({"server/discover", "ping"})
@@ -188,6 +197,26 @@ class RepeatMemo:
             self._entries.put(shape, repeat, size + retained_size(published[0]))
 
 
+class UcpRepeat:
+    """A UCP call's scoped outcome: what to publish, and the handle telemetry counts it with.
+
+    Memoised per (negotiation record, profile URL) while the resolver answers the URL with
+    the very profile it was agreed with (`platform`, held weakly: the resolver decides how
+    long a profile lives), so that a repeated call costs one lookup and one `resolve`. The
+    record is kept alive because it is keyed by identity. `traced` is set by the adapter.
+    """
+
+    __slots__ = ("platform", "published", "record", "traced")
+
+    def __init__(
+        self, record: Negotiation, platform: Profile | None, published: tuple[Negotiation, Negotiator]
+    ) -> None:
+        self.record = record
+        self.platform = weakref.ref(platform) if platform is not None else None
+        self.published = published
+        self.traced: Any = None
+
+
 _ADVERTISED_IN: Final = {"initialize": "experimental", "server/discover": "extensions"}
 
 PASS: Final = Decision("pass")
@@ -202,6 +231,8 @@ class Engine:
         self.negotiator = negotiator or Negotiator(policy)
         self.ucp = UcpNegotiator(policy.ucp) if policy.ucp is not None else None
         self.memo = RepeatMemo()
+        self.ucp_memo: BoundedCache[tuple[int, str], UcpRepeat] = BoundedCache(MEMO_SIZE)
+        """Scoped UCP outcomes by (id of the record, the profile URL the call's arguments name)."""
 
     # --- the decision -----------------------------------------------------------------
 
@@ -339,19 +370,53 @@ class Engine:
             return None
         return held if self.negotiator.withdrawals.stands_for(held) else None
 
+    def memoised_scope(self, record: Negotiation, params: Any) -> UcpRepeat | None:
+        """A repeated UCP call's memoised outcome (see `scoped_repeat`), when the resolver tells
+        without I/O that it would answer the call's profile URL with the very profile the
+        outcome was agreed with; else None, for `scoped_repeat`."""
+        url = named_in_arguments(params)
+        if url is None or self.ucp is None:
+            return None
+        known = self.ucp_memo.get((id(record), url))
+        if known is None or known.platform is None:
+            return None
+        platform = self.ucp.fresh(url)  # (a URL the memo holds was validated before)
+        return known if platform is not None and known.platform() is platform else None
+
     async def scoped_repeat(
         self, record: Negotiation, params: Any, session_default: Any = None
-    ) -> tuple[Negotiation, Negotiator] | None:
+    ) -> UcpRepeat | None:
         """What a repeated UCP call off HTTP (no headers) publishes: the negotiation it repeats
         (a session's, or a memoised modern one) with the agreement for the platform the call
-        names, or None when that cannot be had, for `decide` to refuse the call in full."""
-        if self.ucp is None:
+        names, or None when that cannot be had, for `decide` to refuse the call in full.
+
+        A call naming its profile in its arguments (the source that wins off HTTP) is
+        answered from `ucp_memo` when the resolver, asked as on every call, still answers
+        with the profile the memoised agreement was made with: a profile that expired, was
+        fetched again or changed is agreed with afresh.
+        """
+        ucp = self.ucp
+        if ucp is None:
             return None
+        url = named_in_arguments(params)
         try:
-            scoped = await self.ucp.for_call(record, params, NO_HEADERS, session_default=session_default)
-            return scoped, self.negotiator
+            if url is None:
+                scoped = await ucp.for_call(record, params, NO_HEADERS, session_default=session_default)
+                return UcpRepeat(record, None, (scoped, self.negotiator))
+            key = (id(record), url)
+            known = self.ucp_memo.get(key)
+            if known is None:
+                validate_profile_url(url)
+            platform = await ucp.resolved(url)
+            if known is not None and known.platform is not None and known.platform() is platform:
+                return known
+            scoped = await ucp.scope(record, url, platform)
         except UcpError:
             return None
+        repeat = UcpRepeat(record, platform, (scoped, self.negotiator))
+        if ucp.held_business(platform) and len(url) <= MAX_ENTRY_BYTES:
+            self.ucp_memo.put(key, repeat, len(url) + retained_size(record))
+        return repeat
 
     async def with_ucp(self, decision: Decision, message: Inbound) -> Decision:
         """`decision` completed with the agreement for the platform a `tools/call` names."""

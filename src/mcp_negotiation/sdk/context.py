@@ -20,10 +20,11 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
+from ..bounded import IdentityCache
 from ..catalog import REQUIRES_ATTRIBUTE
 from ..client_log import report
 from ..errors import NoNegotiation, Refusal
-from ..negotiation import Negotiation, Negotiator, capability_names, supports
+from ..negotiation import Negotiation, Negotiator, capability_names, retained_size, supports
 from ..revisions import ClientFeature, FeatureName
 from ..ucp.binding import with_agreement
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
@@ -119,10 +120,16 @@ class _Incompatible:
         self.result = result
 
 
+_NARROWED: IdentityCache[tuple[Negotiation, Negotiator]] = IdentityCache(4_096)
+"""`_scoped_ucp`'s entries, by (record, negotiator, operation): a repeated call is one lookup."""
+
+
 def _scoped_ucp(
     entry: tuple[Negotiation, Negotiator] | None, root: str
 ) -> tuple[Negotiation, Negotiator] | _Incompatible:
     """`entry`'s record narrowed to one UCP operation, or the result refusing it."""
+    if entry is not None and (known := _NARROWED.get(entry[0], entry[1], root)) is not None:
+        return known
     ucp_policy = entry[1].policy.ucp if entry is not None else None
     if entry is not None and ucp_policy is None:
         # The server's mistake, not the platform's: it must not be told it sent no profile.
@@ -144,7 +151,9 @@ def _scoped_ucp(
             structured = offered.to_tool_result()
             return _Incompatible(tool_result(structured, json.dumps(structured)))
         raise_refusal(offered.to_refusal())
-    return with_agreement(entry[0], scoped), entry[1]
+    narrowed = with_agreement(entry[0], scoped), entry[1]
+    _NARROWED.put(narrowed, entry[0], entry[1], root, size=retained_size(entry[0]))
+    return narrowed
 
 
 def requires_ucp(root: str) -> Callable[[_F], _F]:

@@ -65,7 +65,7 @@ class NegotiationMiddleware:
                 held = seams.held(ctx)
                 entry = engine.held_entry(held, ctx.method)
                 if entry is None and (record := engine.held_for_ucp(held, ctx.method)) is not None:
-                    entry = await self._scoped(ctx, record, seams.held(ctx, seams.UCP_STATE_KEY))
+                    entry = self._memoised(ctx, record) or await self._scoped(ctx, record, legacy=True)
             elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
                 stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
                 key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
@@ -75,7 +75,7 @@ class NegotiationMiddleware:
                     entry = repeat.published if telemetry.repeated(repeat.traced) else None
                 else:  # a UCP call: only its negotiation is memoised
                     base = repeat.published[0]
-                    entry = await self._scoped(ctx, base, None)
+                    entry = self._memoised(ctx, base) or await self._scoped(ctx, base, legacy=False)
             if entry is not None:
                 try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
                     setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
@@ -88,16 +88,35 @@ class NegotiationMiddleware:
                     _current.reset(token)
         return await self._decided(ctx, call_next, key, base)
 
+    def _memoised(self, ctx: ServerRequestContext[Any, Any], record: Negotiation) -> Entry | None:
+        """A repeat of a UCP call answered from the engine's memo without an await, counted as
+        a repeat (see `Engine.memoised_scope`); None leaves it to `_scoped`."""
+        repeat = self.engine.memoised_scope(record, ctx.params)
+        if repeat is None or repeat.traced is None or not telemetry.repeated(repeat.traced):
+            return None
+        return repeat.published
+
     async def _scoped(
-        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, default: Any
+        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, *, legacy: bool
     ) -> Entry | None:
         """A repeat of a UCP call: its record scoped to the agreement found for this call, which
-        is traced per call; None when the agreement cannot be had (the call is decided in full)."""
+        is traced per call; None when the agreement cannot be had (the call is decided in full).
+        `legacy`: the record is a session's, whose default profile (stdio) the call may use."""
         started = time.perf_counter()
-        entry = await self.engine.scoped_repeat(record, ctx.params, default)
-        if entry is not None:
-            telemetry.record_negotiation(ctx.method, entry[0], self.policy, time.perf_counter() - started)
-        return entry
+        engine = self.engine
+        repeat = engine.memoised_scope(record, ctx.params)
+        if repeat is None:
+            default = seams.held(ctx, seams.UCP_STATE_KEY) if legacy else None
+            repeat = await engine.scoped_repeat(record, ctx.params, default)
+            if repeat is None:
+                return None
+        traced = repeat.traced
+        if traced is None or not telemetry.repeated(traced):
+            # (`record_negotiation` counts a repeat of a record it traced before, as `repeated`.)
+            repeat.traced = telemetry.record_negotiation(
+                ctx.method, repeat.published[0], self.policy, time.perf_counter() - started
+            )
+        return repeat.published
 
     async def _decided(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
@@ -33,6 +33,7 @@ __all__ = [
     "UcpNegotiator",
     "UcpPolicy",
     "advertisement",
+    "named_in_arguments",
     "platform_profile_url",
     "session_profile_url",
     "with_agreement",
@@ -141,6 +142,20 @@ def _agent_in(arguments: Any) -> str | None:
     return profile
 
 
+def named_in_arguments(params: Any) -> str | None:
+    """The string `params.arguments.meta["ucp-agent"].profile` holds, unvalidated, in plain dicts.
+
+    Off HTTP (no header) this source, when present, is the one `platform_profile_url`
+    answers with, whatever else the call or its session names: a UCP call's repeat finds
+    its profile URL with these few lookups, and validates it only when it was not seen before.
+    """
+    arguments = params.get("arguments") if type(params) is dict else None
+    meta = arguments.get("meta") if type(arguments) is dict else None
+    agent = meta.get("ucp-agent") if type(meta) is dict else None
+    url = agent.get("profile") if type(agent) is dict else None
+    return url if type(url) is str else None
+
+
 def platform_profile_url(
     params: Any,
     headers: Mapping[str, str],
@@ -239,6 +254,7 @@ class UcpNegotiator:
         self._agreements: BoundedCache[str, tuple[weakref.ref[Profile], Profile, UcpAgreement]] = (
             BoundedCache(_AGREEMENT_CACHE)
         )
+        self._fresh: Callable[[str], Profile | None] | None = getattr(policy.fetcher, "fresh", None)
 
     async def for_call(
         self, record: Negotiation, params: Any, headers: Mapping[str, str], *, session_default: Any = None
@@ -256,14 +272,35 @@ class UcpNegotiator:
         except UcpError as failure:
             raise self.policy.offered(failure) from None
 
-    async def scope(self, record: Negotiation, url: str) -> Negotiation:
-        """`record` with the agreement with the platform at `url`; raises `UcpError` on failure."""
-        return with_agreement(record, await self.agree(url))
+    async def scope(self, record: Negotiation, url: str, platform: Profile | None = None) -> Negotiation:
+        """`record` with the agreement with the platform at `url` (whose profile, when given,
+        the resolver has just answered); raises `UcpError` on failure."""
+        return with_agreement(record, await self.agree(url, platform))
 
-    async def agree(self, url: str) -> UcpAgreement:
+    def fresh(self, url: str) -> Profile | None:
+        """The resolver's profile for `url`, a URL it validated before, when it can tell
+        without I/O that `resolve` would answer it now (see `ProfileResolver`); else None."""
+        try:
+            return self._fresh(url) if self._fresh is not None else None
+        except Exception:  # pluggable code: `resolve` then answers, and reports its own failures
+            return None
+
+    async def resolved(self, url: str) -> Profile:
+        """The resolver's profile for the valid profile URL `url`, as it answers now; raises `UcpError`."""
+        return await _resolve(self.policy.fetcher, url)
+
+    def held_business(self, platform: Profile) -> bool:
+        """Whether the agreement with `platform` is made against a business profile this
+        server holds (its own, or one pinned for the platform's version), rather than one
+        the resolver fetched, whose freshness only the resolver knows."""
+        version = platform.version
+        return self.policy.business.older_profile_url(version) is None or version in self.policy.pinned
+
+    async def agree(self, url: str, platform: Profile | None = None) -> UcpAgreement:
         """The agreement with the platform at `url`; raises `UcpError` on any failure."""
         try:
-            platform = await _resolve(self.policy.fetcher, url)
+            if platform is None:
+                platform = await _resolve(self.policy.fetcher, url)
             business = self.policy.business
             older = business.older_profile_url(platform.version)
             if older is not None:

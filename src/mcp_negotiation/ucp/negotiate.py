@@ -19,13 +19,11 @@ gone is refused (`for_operation`).
 
 from __future__ import annotations
 
-import marshal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
-from ..frozen_json import MARSHAL_VERSION
 from .errors import CAPABILITIES_INCOMPATIBLE, VERSION_UNSUPPORTED, UcpError
 from .profile import CapabilityEntry, Profile
 
@@ -64,8 +62,11 @@ class UcpAgreement:
     entries: Mapping[str, CapabilityEntry] = field(default_factory=dict)
     _scoped: dict[str, UcpAgreement] = field(default_factory=dict, init=False, repr=False, compare=False)
     """`for_operation` results: agreements are cached per platform and asked the same roots."""
-    _blocks: dict[str, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
-    """`to_ucp_block` results, marshalled: every stamped response needs its own copy."""
+    _blocks: dict[str, tuple[tuple[str, str], ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """`to_ucp_block`'s capabilities per root, as (name, version) pairs: every stamped
+    response needs its own copy, built from these."""
 
     def __post_init__(self) -> None:
         for name in ("capabilities", "dropped", "entries"):
@@ -109,20 +110,15 @@ class UcpAgreement:
     def to_ucp_block(self, root: str) -> dict[str, Any]:
         """The `ucp` object a response to an operation on `root` carries, a new copy each time.
 
-        Stamped on every response, so it is built once per root and copied from its
-        marshalled form (a C-speed deep copy): whoever amends one response's block cannot
-        reach another's.
+        Stamped on every response, so what it lists is found once per root and each copy is
+        built from that: whoever amends one response's block cannot reach another's.
         """
-        block = self._blocks.get(root)
-        if block is None:
+        pairs = self._blocks.get(root)
+        if pairs is None:
             scoped = self.for_operation(root)
-            fresh = {
-                "version": scoped.version,
-                "capabilities": {name: [{"version": v}] for name, v in sorted(scoped.capabilities.items())},
-            }
-            block = self._blocks[root] = marshal.dumps(fresh, MARSHAL_VERSION)
-        copy: dict[str, Any] = marshal.loads(block)
-        return copy
+            pairs = self._blocks[root] = tuple(sorted(scoped.capabilities.items()))
+        # Built anew from strings, which no one can amend: cheaper than any deep copy.
+        return {"version": self.version, "capabilities": {name: [{"version": v}] for name, v in pairs}}
 
 
 def _closure(seed: set[str], candidates: Mapping[str, CapabilityEntry]) -> set[str]:

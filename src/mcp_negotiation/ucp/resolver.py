@@ -134,7 +134,13 @@ identifier ranges), the whole block is refused: no platform serves its profile t
 
 
 class ProfileResolver(Protocol):
-    """Anything that turns a profile URL into a profile, raising `UcpError` when it cannot."""
+    """Anything that turns a profile URL into a profile, raising `UcpError` when it cannot.
+
+    A resolver may also offer `fresh(url) -> Profile | None`: for a URL it validated before,
+    the very profile `resolve(url)` would answer now without any I/O, or None when
+    `resolve` would have to fetch (or fail). A repeated call then skips the `await`; without
+    it, `resolve` is asked on every call.
+    """
 
     async def resolve(self, url: str) -> Profile: ...
 
@@ -154,6 +160,10 @@ class StaticResolver:
         if profile is None:
             raise UcpError(PROFILE_UNREACHABLE, "the profile URL is not one of the pinned profiles")
         return profile
+
+    def fresh(self, url: str) -> Profile | None:
+        """The pinned profile for `url` (see `ProfileResolver`): pinned profiles never go stale."""
+        return self._profiles.get(url)
 
 
 def _invalid(reason: str) -> UcpError:
@@ -460,13 +470,21 @@ class HttpsProfileResolver:
         # Shielded: one caller giving up must not cancel the fetch the others await.
         return await asyncio.shield(task)
 
-    def _cached(self, url: str) -> Profile | None:
+    def fresh(self, url: str) -> Profile | None:
+        """The profile cached for `url` while its TTL lasts (see `ProfileResolver`), counted as
+        a use of the cache entry exactly as `resolve` counts one."""
         entry = self._cache.get(url)
-        now = self._clock()
-        if isinstance(entry, _Fresh) and now < entry.expires:
+        if isinstance(entry, _Fresh) and self._clock() < entry.expires:
             self._cache.move_to_end(url)
             return entry.profile
-        if isinstance(entry, _Failed) and now < entry.until:
+        return None
+
+    def _cached(self, url: str) -> Profile | None:
+        profile = self.fresh(url)
+        if profile is not None:
+            return profile
+        entry = self._cache.get(url)
+        if isinstance(entry, _Failed) and self._clock() < entry.until:
             self._cache.move_to_end(url)
             raise UcpError(entry.code, entry.message)
         return None
