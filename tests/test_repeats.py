@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.shared.exceptions import MCPError
 
-from harness import direct_connection, fake_clock, structured
+from harness import FakeClock, direct_connection, structured
 from mcp_negotiation import Policy, engine, negotiation, revisions
 from mcp_negotiation.demo import build
 from mcp_negotiation.sdk import middleware
@@ -83,17 +83,15 @@ async def test_an_exempt_method_served_from_the_memo_does_not_open_a_refused_one
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_window_closing_while_serving_reaches_envelopes_seen_before(
-    mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_window_closing_while_serving_reaches_envelopes_seen_before(mode: str) -> None:
     removal = revisions.DEFAULT_REMOVAL_DATE
-    clock = fake_clock(monkeypatch, removal.fromordinal(removal.toordinal() - 1))
-    server = build()
+    clock = FakeClock(removal.fromordinal(removal.toordinal() - 1))
+    server = build(Policy(clock=clock))
     async with modern(server, mode, sampling_callback=_sample) as client:
         for _ in range(3):
             assert structured(await client.call_tool("negotiation", {}))["supports"]["sampling"] is True
-        clock.today = removal
-        clock.seconds += negotiation._DATE_RECHECK_SECONDS
+        clock.day = removal
+        clock.seconds += negotiation.DATE_RECHECK_SECONDS
         for _ in range(3):
             seen = structured(await client.call_tool("negotiation", {}))
             assert seen["supports"]["sampling"] is False

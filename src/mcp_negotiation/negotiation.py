@@ -12,12 +12,12 @@ import difflib
 import logging
 import marshal
 import math
+import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date
-from time import monotonic
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from . import revisions
 from .bounded import MAX_ENTRY_BYTES, BoundedCache
@@ -38,14 +38,18 @@ if TYPE_CHECKING:
     from .ucp.negotiate import UcpAgreement
 
 __all__ = [
+    "CACHE_SIZE",
     "CLIENT_CAPABILITIES_KEY",
     "CLIENT_INFO_KEY",
+    "DATE_RECHECK_SECONDS",
     "MAX_CAPABILITY_DEPTH",
     "MAX_CAPABILITY_NODES",
     "MAX_REVISION_LENGTH",
     "MAX_STRING_LENGTH",
     "NO_HEADERS",
     "PROTOCOL_VERSION_KEY",
+    "SYSTEM_CLOCK",
+    "Clock",
     "Negotiation",
     "Negotiator",
     "Outcome",
@@ -69,8 +73,9 @@ MAX_STRING_LENGTH: Final = 4_096
 """Longer strings (keys or values) in a capability map or client info are refused."""
 MAX_REVISION_LENGTH: Final = 64
 """A protocol revision longer than this is not a revision; refused as malformed."""
-_CACHE_SIZE: Final = 1_024
-_DATE_RECHECK_SECONDS: Final = 60.0
+CACHE_SIZE: Final = 1_024
+"""Records a `Negotiator` keeps for repeated envelopes (`Negotiator.cache`)."""
+DATE_RECHECK_SECONDS: Final = 60.0
 """How often an unpinned clock is read again: `date.today()` costs a microsecond, too
 much for every request, and a deprecation closing a minute late harms no one."""
 _RECORD: Final = 256
@@ -83,6 +88,33 @@ NO_HEADERS: Final[Mapping[str, str]] = _EMPTY
 """The headers of a message that came with none (off HTTP), shared read-only."""
 
 logger = logging.getLogger("mcp_negotiation")
+
+
+class Clock(Protocol):
+    """Where a negotiator reads the time: the calendar day, which opens and closes the
+    deprecation window, and monotonic seconds, which say how long a reading of it stands.
+
+    `Policy(clock=...)` takes one, so that a test can move the date on under a running
+    server (a removal date passing during a session); servers keep `SYSTEM_CLOCK`.
+    """
+
+    def today(self) -> date: ...
+
+    def monotonic(self) -> float: ...
+
+
+class _SystemClock:
+    __slots__ = ()
+    # The functions themselves, not methods calling them: `monotonic` is read on every request.
+    today = staticmethod(date.today)
+    monotonic = staticmethod(time.monotonic)
+
+    def __repr__(self) -> str:
+        return "SYSTEM_CLOCK"
+
+
+SYSTEM_CLOCK: Final[Clock] = _SystemClock()
+"""The system's calendar and `time.monotonic`: the clock of every `Policy` not given one."""
 
 
 def _invalid(message: str) -> NegotiationRefused:
@@ -220,6 +252,7 @@ class Policy:
     pin the clock for tests (both only if they name the same month, see
     `revisions.deprecation_window_open`). `withhold` withdraws further features by name.
     `strict` makes installation raise instead of warning when the SDK lacks a hook.
+    `clock` is where an unpinned policy reads the date (a `Clock`; tests move it on).
     `record_client_identity` lets telemetry record client name and version.
     `trace_every_request` gives every modern request its own `capability_negotiated`
     span; by default a repeat of a cached negotiation links to the span that made it.
@@ -234,6 +267,7 @@ class Policy:
     removal_date: date = revisions.DEFAULT_REMOVAL_DATE
     today: date | None = None
     months_since_deprecation: int | None = None
+    clock: Clock = SYSTEM_CLOCK
     withhold: Collection[str] = frozenset()
     """Any collection of names (one string is one name); a frozenset once the policy is built."""
     strict: bool = False
@@ -246,6 +280,8 @@ class Policy:
             value = getattr(self, name)
             if value is not None and revisions.era(value) == "unknown":
                 raise ValueError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
+        if not all(callable(getattr(self.clock, name, None)) for name in ("today", "monotonic")):
+            raise TypeError(f"clock must have today() and monotonic(), like SYSTEM_CLOCK; got {self.clock!r}")
         if self.advertise not in ("modern", "all"):
             raise ValueError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
         for name in ("strict", "record_client_identity", "trace_every_request"):
@@ -298,8 +334,11 @@ class Policy:
 
     def withdrawn(self) -> frozenset[str]:
         """Features no client gets, whatever it declares: closed deprecations and `withhold`."""
+        today = self.today
+        if today is None and self.months_since_deprecation is None:
+            today = self.clock.today()
         window_open = revisions.deprecation_window_open(
-            today=self.today,
+            today=today,
             months_since_deprecation=self.months_since_deprecation,
             removal=self.removal_date,
         )
@@ -487,22 +526,24 @@ class Withdrawals:
     memo of a request's outcome) may be trusted until `until`.
     """
 
-    __slots__ = ("_day", "_policy", "current", "until")
+    __slots__ = ("_day", "_policy", "current", "monotonic", "until")
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
+        self.monotonic = policy.clock.monotonic
+        """The policy's clock's seconds, which `until` is counted in."""
         pinned = policy.today is not None or policy.months_since_deprecation is not None
-        self._day: date | None = None if pinned else date.today()
-        self.until = math.inf if pinned else monotonic() + _DATE_RECHECK_SECONDS
+        self._day: date | None = None if pinned else policy.clock.today()
+        self.until = math.inf if pinned else self.monotonic() + DATE_RECHECK_SECONDS
         """`monotonic()` time until which `current` stands (for ever with a pinned clock)."""
         self.current = policy.withdrawn()
 
     def now(self) -> frozenset[str]:
         """The features withdrawn now, the very same set object while the day is the same."""
-        now = monotonic()
+        now = self.monotonic()
         if now >= self.until:
-            self.until = now + _DATE_RECHECK_SECONDS
-            today = date.today()
+            self.until = now + DATE_RECHECK_SECONDS
+            today = self._policy.clock.today()
             if today != self._day:
                 self.current = self._policy.withdrawn()
                 self._day = today
@@ -511,7 +552,7 @@ class Withdrawals:
     def stands_for(self, record: Negotiation) -> bool:
         """Whether `record` was made (or refreshed) under the current reading: one identity
         test and one clock read, cheap enough for every request of a session."""
-        return record.withheld is self.current and monotonic() < self.until
+        return record.withheld is self.current and self.monotonic() < self.until
 
 
 class Negotiator:
@@ -530,7 +571,9 @@ class Negotiator:
         self._accepted_legacy = tuple(r for r in self.accepted if revisions.era(r) == "legacy")
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
         self._degraded = {r: self._degraded_at(r) for r in self.accepted}
-        self._cache: BoundedCache[tuple[Any, ...], Negotiation] = BoundedCache(_CACHE_SIZE)
+        self.cache: BoundedCache[tuple[Any, ...], Negotiation] = BoundedCache(CACHE_SIZE)
+        """The records kept for repeated requests, by what they were made from: at most
+        `CACHE_SIZE` of them, and `bounded.MAX_CACHE_BYTES` of memory. Read it, never fill it."""
 
     @property
     def withdrawn(self) -> frozenset[str]:
@@ -677,7 +720,7 @@ class Negotiator:
             record = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
         else:
             key = (transport, withdrawn, text, *headers.items())
-            cached = self._cache.get(key)
+            cached = self.cache.get(key)
             if cached is None:
                 cached = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
                 self._keep(key, cached, len(text))
@@ -737,7 +780,7 @@ class Negotiator:
             raise self._unsupported(protocol_version, self._accepted_legacy)
         withdrawn = self.withdrawn
         key = (transport, withdrawn, protocol_version, *headers.items())  # (a str: never a modern key)
-        cached = self._cache.get(key)
+        cached = self.cache.get(key)
         if cached is not None:
             return cached
         agreed = protocol_version if accepted else (self._accepted_legacy or self.accepted)[-1]
@@ -759,4 +802,4 @@ class Negotiator:
         """Cache `record` under `key` (whose own text is `size` bytes), unless the two are too
         big to keep (see `bounded`): then it is negotiated again on each request."""
         if size <= MAX_ENTRY_BYTES:
-            self._cache.put(key, record, size + retained_size(record))
+            self.cache.put(key, record, size + retained_size(record))
