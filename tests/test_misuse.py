@@ -20,11 +20,11 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import (
     Policy,
+    client_log,
     client_supports,
     instrument,
     negotiate,
     negotiated,
-    negotiation,
     negotiation_of,
     requires,
     requires_ucp,
@@ -34,7 +34,8 @@ from mcp_negotiation import (
 from mcp_negotiation.bridge import Leg
 from mcp_negotiation.errors import Refusal
 from mcp_negotiation.negotiation import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, Negotiator
-from mcp_negotiation.sdk import install
+from mcp_negotiation.sdk.middleware import NegotiationMiddleware
+from mcp_negotiation.sdk.seams import middleware_list
 from mcp_negotiation.ucp import CapabilityEntry, Profile, UcpPolicy, negotiate_capabilities
 from ucp_shop import BUSINESS_PROFILE
 
@@ -48,12 +49,16 @@ def test_negotiate_takes_a_policy_not_a_mapping() -> None:
         negotiate(MCPServer("s"), {"min_revision": "2025-06-18"})  # type: ignore[arg-type]
 
 
+def _negotiated(server: object) -> bool:
+    return any(isinstance(m, NegotiationMiddleware) for m in middleware_list(server) or [])
+
+
 def test_instrument_with_a_server_where_the_policy_goes_instruments_nothing() -> None:
     existing = MCPServer("existing")
     with pytest.raises(TypeError, match=r"instrument\(policy, \*servers\) takes a mcp_negotiation\.Policy"):
         instrument(existing)  # type: ignore[arg-type]
     try:
-        assert install._INSTRUMENTED == []
+        assert not _negotiated(MCPServer("built after"))  # nothing was instrumented
     finally:
         uninstrument()
 
@@ -78,7 +83,7 @@ def test_negotiated_keeps_the_builders_signature_and_policy() -> None:
 
     server = build("shop", loud=True)
     assert server.name == "SHOP"
-    assert install._installed(install.seams.middleware_list(server) or []) is not None
+    assert _negotiated(server)
 
 
 def test_requires_with_no_names_is_a_mistake_not_a_pass() -> None:
@@ -234,9 +239,8 @@ def test_the_literal_names_are_the_feature_table() -> None:
 )
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_misspelt_name_answers_false_and_is_logged_once_with_the_name_meant(
-    typo: str, meant: str, mode: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    typo: str, meant: str, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(negotiation, "_warned", set())
     server = negotiate(MCPServer("typo"), Policy())
 
     @server.tool()
@@ -258,17 +262,14 @@ async def test_a_misspelt_name_answers_false_and_is_logged_once_with_the_name_me
     assert caplog.records[0].levelno == logging.WARNING
 
 
-def test_names_logged_are_bounded_whoever_chooses_them(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(negotiation, "_warned", set())
+def test_names_logged_are_bounded_whoever_chooses_them(caplog: pytest.LogCaptureFixture) -> None:
     record = Negotiator(Policy()).request(
         {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}, transport="memory"
     )
     with caplog.at_level(logging.WARNING, logger="mcp_negotiation"):
         for i in range(1_000):
             assert record.supports(f"bogus-{i}" * 50) is False
-    assert len(caplog.records) == negotiation._MAX_WARNED
+    assert len(caplog.records) == client_log.MAX_KEYS
     assert all(len(r.getMessage()) < 2_000 for r in caplog.records)
 
 
@@ -354,7 +355,7 @@ def test_negotiate_given_no_server_raises_naming_what_it_takes(given: Any, says:
         negotiate(given())
     with pytest.raises(TypeError, match=says):
         instrument(Policy(), given())
-    assert install._INSTRUMENTED == []
+    assert not _negotiated(MCPServer("built after"))  # nothing was instrumented
 
 
 async def test_negotiated_on_an_async_builder_negotiates_the_server() -> None:
@@ -369,7 +370,7 @@ async def test_negotiated_on_an_async_builder_negotiates_the_server() -> None:
         return server
 
     server = await build("async-built")
-    assert install._installed(install.seams.middleware_list(server) or []) is not None
+    assert _negotiated(server)
     async with Client(server, mode="legacy") as client:  # served: the record is there
         result = await client.call_tool("seen", {})
     assert result.structured_content == {"result": revisions.LEGACY[-1]}

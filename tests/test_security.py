@@ -512,13 +512,13 @@ async def test_a_failed_fetch_tells_the_platform_its_kind_and_the_log_the_except
 
 
 def test_the_log_lines_clients_cause_are_bounded_per_window_and_carry_no_traceback(
-    tls: Tls, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    tls: Tls, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Distinct failing URLs, each remembered for its own backoff, as many as a client likes:
     `LINES_PER_WINDOW` lines a window, none with a traceback (a handler formats it on the
     event loop), and the next window says how many were left out."""
     now = [0.0]
-    monkeypatch.setattr(client_log, "_clock", lambda: now[0])
+    client_log.reset(clock=lambda: now[0])
     caplog.set_level(logging.DEBUG, logger="mcp_negotiation")
     resolver = HttpsProfileResolver(
         ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS

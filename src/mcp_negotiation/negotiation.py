@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from . import revisions
 from .bounded import MAX_ENTRY_BYTES, BoundedCache
+from .client_log import first_time
 from .errors import (
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -224,16 +225,11 @@ def capability_names(names: str | Iterable[str], where: str) -> tuple[str, ...]:
     return result
 
 
-_MAX_WARNED: Final = 256
-_warned: set[str] = set()
-"""Unknown names already logged: each once, and only so many, whoever chose them."""
-
-
 def _warn_unknown(name: str) -> None:
+    """Log an unknown name once, and only so many of them, whoever chose them."""
     shown = name[:_MAX_NAME_SHOWN]
-    if shown in _warned or len(_warned) >= _MAX_WARNED:
+    if not first_time(shown):
         return
-    _warned.add(shown)
     logger.warning(
         "mcp_negotiation: %s; client_supports answers False for it, for every client",
         feature_name_problem(shown, client_only=False),
