@@ -35,7 +35,7 @@ from ..engine import Decision, Engine, Inbound
 from ..errors import NegotiationUnavailable, Refusal
 from ..negotiation import Negotiation, Negotiator, Policy, policy_given
 from .compat import PENDING_REFUSALS, error_data
-from .context import _current
+from .context import current
 from .origin import origin, stdio_wrapper
 
 __all__ = ["V1Negotiation", "instrument", "negotiate", "uninstrument"]
@@ -180,13 +180,13 @@ async def _handle(
         return None
     if decision.action != "serve" or decision.record is None:
         return await handled
-    token = _current.set((decision.record, holder.engine.negotiator))
+    token = current.set((decision.record, holder.engine.negotiator))
     pending_token = PENDING_REFUSALS.set([])
     try:
         return await handled
     finally:
         PENDING_REFUSALS.reset(pending_token)
-        _current.reset(token)
+        current.reset(token)
 
 
 def _inbound(method: str, params: Any, revision: str, carrier: Any, held: object) -> Inbound:
