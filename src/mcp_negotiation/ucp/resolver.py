@@ -428,8 +428,9 @@ class HttpsProfileResolver:
     profile once per TTL between them; this resolver's own cache still answers first, so a
     profile it holds fresh costs no round trip to the store. `lookups` runs the host-name
     lookups (default `LOOKUPS`, shared by every resolver: at most `LOOKUP_LIMIT` at once).
-    `http_client` is called as `httpx2.AsyncClient` is, once per address tried, with the
-    checked address already in the URL: the tests give one that counts or refuses.
+    `http_client` (default `httpx2.AsyncClient`, as it is when the resolver is built) is
+    called as that class is, once per address tried, with the checked address already in
+    the URL: the tests give one that counts or refuses.
     """
 
     def __init__(
@@ -447,7 +448,7 @@ class HttpsProfileResolver:
         clock: Callable[[], float] = time.monotonic,
         shared_cache: SharedProfileCache | None = None,
         lookups: Lookups = LOOKUPS,
-        http_client: Callable[..., httpx2.AsyncClient] = httpx2.AsyncClient,
+        http_client: Callable[..., httpx2.AsyncClient] | None = None,
     ) -> None:
         if max_body_bytes < MIN_BODY_CAP:
             raise ValueError(f"max_body_bytes must be at least {MIN_BODY_CAP}")
@@ -472,7 +473,7 @@ class HttpsProfileResolver:
         self._clock = clock
         self._shared = shared_cache
         self._lookups = lookups
-        self._http_client = http_client
+        self._http_client = http_client if http_client is not None else httpx2.AsyncClient
         self._cache: OrderedDict[str, _Fresh | _Failed] = OrderedDict()
         self._inflight: dict[str, asyncio.Task[Profile]] = {}
 
