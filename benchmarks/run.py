@@ -79,7 +79,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 from mcp_negotiation import Policy, negotiate  # noqa: E402
 from mcp_negotiation.negotiation import Negotiator, supports  # noqa: E402
 from mcp_negotiation.sdk import seams  # noqa: E402
-from mcp_negotiation.sdk.context import _current, client_supports  # noqa: E402
+from mcp_negotiation.sdk.context import client_supports, current  # noqa: E402
 from mcp_negotiation.ucp import Profile, StaticResolver, negotiate_capabilities, parse_ucp_agent  # noqa: E402
 from ucp_shop import build as build_shop  # noqa: E402
 
@@ -1021,14 +1021,14 @@ def micro_benchmarks(repeat: int, min_seconds: float) -> list[Micro]:
     )
     seams.bind(request, entry)
     ctx = Context(request_context=request)  # what an MCPServer tool receives
-    token = _current.set(entry)
+    token = current.set(entry)
     try:
         add(
             "`client_supports(ctx, 'sampling')` (an MCPServer `Context`: ContextVar, ctx, supports)",
             lambda: client_supports(ctx, "sampling"),
         )
     finally:
-        _current.reset(token)
+        current.reset(token)
     header = 'profile="https://platform.example/.well-known/ucp"'
     add("`parse_ucp_agent`", lambda: parse_ucp_agent(header))
     for count in (5, 50, 500):

@@ -10,6 +10,7 @@ The layer directories have no __init__.py: pytest puts each on sys.path (its def
 """
 
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -38,11 +39,14 @@ def tls(ca: trustme.CA) -> Tls:
 
 
 @pytest.fixture(autouse=True)
-def fresh_log_budget() -> None:
-    """Each test starts with the whole budget of client-caused log lines (see `client_log`)."""
+def fresh_log_budget() -> Iterator[None]:
+    """Each test starts with the whole budget of client-caused log lines (see `client_log`),
+    and leaves the next one the system's clock, whatever clock it gave the budget."""
     from mcp_negotiation import client_log
 
-    client_log._windows.clear()
+    client_log.reset()
+    yield
+    client_log.reset()
 
 
 @pytest.fixture

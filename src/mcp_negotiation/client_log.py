@@ -8,7 +8,11 @@ naming twenty failing URLs would stall every other client for half a minute. So 
 caused by a client carries the exception's type and (shortened) text, its traceback is
 logged at DEBUG only, and each kind of line (its message template) is written at most
 `LINES_PER_WINDOW` times per `WINDOW` seconds, the number left out being told with the
-next one written.
+next one written. A line said once per key (an unknown feature name) asks `first_time`,
+which remembers at most `MAX_KEYS` keys, whoever chooses them.
+
+The budget is the process's: `reset` starts it afresh, for a test that must see the lines
+it causes whatever earlier tests logged.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Final
 
-__all__ = ["LINES_PER_WINDOW", "WINDOW", "report"]
+__all__ = ["LINES_PER_WINDOW", "MAX_KEYS", "WINDOW", "first_time", "report", "reset"]
 
 logger = logging.getLogger("mcp_negotiation")
 
@@ -26,6 +31,8 @@ WINDOW: Final = 60.0
 """Seconds over which the lines of one kind are counted."""
 LINES_PER_WINDOW: Final = 20
 """Lines of one kind written per `WINDOW`; the rest are counted, not written."""
+MAX_KEYS: Final = 256
+"""Keys `first_time` remembers; past that every key counts as seen, and nothing is logged."""
 _EXCEPTION_TEXT: Final = 200
 """Characters of an exception's text kept in a line: its gist, not what a peer sent."""
 
@@ -42,6 +49,32 @@ _clock = time.monotonic
 _lock = threading.Lock()
 _windows: dict[str, _Window] = {}
 """Per message template: a fixed set (the library's own call sites), so this stays small."""
+_seen: set[str] = set()
+"""The keys `first_time` was given, up to `MAX_KEYS`."""
+
+
+def reset(clock: Callable[[], float] = time.monotonic) -> None:
+    """Start the budget afresh: every kind of line has its whole window again, every key of
+    `first_time` is new again, and windows are counted on `clock` (seconds) from now on.
+
+    For tests: lines an earlier test caused count against a later one, and a test of the
+    window itself steps time on a clock of its own.
+    """
+    global _clock
+    with _lock:
+        _windows.clear()
+        _seen.clear()
+        _clock = clock
+
+
+def first_time(key: str) -> bool:
+    """Whether `key` is new (then it is remembered): for a line logged once per key. Past
+    `MAX_KEYS` keys every key counts as seen, so whoever chooses them cannot grow the set."""
+    with _lock:
+        if key in _seen or len(_seen) >= MAX_KEYS:
+            return False
+        _seen.add(key)
+        return True
 
 
 def _admit(template: str) -> tuple[bool, int]:

@@ -21,9 +21,8 @@ from __future__ import annotations
 import logging
 import marshal
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from time import monotonic
 from typing import Any, Final, Literal
 
 from . import revisions
@@ -157,10 +156,12 @@ class RepeatMemo:
     stdio and in-memory requests are memoised. Exact: `marshal` tells `true` from `1`.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "_monotonic")
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float]) -> None:
         self._entries: BoundedCache[Shape, Repeat] = BoundedCache(MEMO_SIZE)
+        self._monotonic = monotonic
+        """The clock a `Repeat.until` is counted on: the negotiator's (`Withdrawals.monotonic`)."""
 
     def find(
         self, method: str, params: Any, revision: Any, on_stdio: bool
@@ -184,7 +185,7 @@ class RepeatMemo:
             return None, None
         shape = (method, revision, version, on_stdio, maps)
         repeat = self._entries.get(shape)
-        return shape, (repeat if repeat is not None and monotonic() < repeat.until else None)
+        return shape, (repeat if repeat is not None and self._monotonic() < repeat.until else None)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -230,7 +231,7 @@ class Engine:
         self.policy = policy
         self.negotiator = negotiator or Negotiator(policy)
         self.ucp = UcpNegotiator(policy.ucp) if policy.ucp is not None else None
-        self.memo = RepeatMemo()
+        self.memo = RepeatMemo(self.negotiator.withdrawals.monotonic)
         self.ucp_memo: BoundedCache[tuple[int, str], UcpRepeat] = BoundedCache(MEMO_SIZE)
         """Scoped UCP outcomes by (id of the record, the profile URL the call's arguments name)."""
 
@@ -245,7 +246,7 @@ class Engine:
         if (
             type(held) is Negotiation
             and held.withheld is withdrawals.current  # (`Withdrawals.stands_for`, inline: per request)
-            and monotonic() < withdrawals.until
+            and withdrawals.monotonic() < withdrawals.until
             and method != "initialize"  # a handshake again is negotiated as one
             and (self.ucp is None or method != "tools/call")
         ):

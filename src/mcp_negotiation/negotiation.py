@@ -12,15 +12,16 @@ import difflib
 import logging
 import marshal
 import math
+import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import date
-from time import monotonic
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from . import revisions
 from .bounded import MAX_ENTRY_BYTES, BoundedCache
+from .client_log import first_time
 from .errors import (
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -38,14 +39,18 @@ if TYPE_CHECKING:
     from .ucp.negotiate import UcpAgreement
 
 __all__ = [
+    "CACHE_SIZE",
     "CLIENT_CAPABILITIES_KEY",
     "CLIENT_INFO_KEY",
+    "DATE_RECHECK_SECONDS",
     "MAX_CAPABILITY_DEPTH",
     "MAX_CAPABILITY_NODES",
     "MAX_REVISION_LENGTH",
     "MAX_STRING_LENGTH",
     "NO_HEADERS",
     "PROTOCOL_VERSION_KEY",
+    "SYSTEM_CLOCK",
+    "Clock",
     "Negotiation",
     "Negotiator",
     "Outcome",
@@ -70,8 +75,9 @@ MAX_STRING_LENGTH: Final = 4_096
 """Longer strings (keys or values) in a capability map or client info are refused."""
 MAX_REVISION_LENGTH: Final = 64
 """A protocol revision longer than this is not a revision; refused as malformed."""
-_CACHE_SIZE: Final = 1_024
-_DATE_RECHECK_SECONDS: Final = 60.0
+CACHE_SIZE: Final = 1_024
+"""Records a `Negotiator` keeps for repeated envelopes (`Negotiator.cache`)."""
+DATE_RECHECK_SECONDS: Final = 60.0
 """How often an unpinned clock is read again: `date.today()` costs a microsecond, too
 much for every request, and a deprecation closing a minute late harms no one."""
 _RECORD: Final = 256
@@ -84,6 +90,33 @@ NO_HEADERS: Final[Mapping[str, str]] = _EMPTY
 """The headers of a message that came with none (off HTTP), shared read-only."""
 
 logger = logging.getLogger("mcp_negotiation")
+
+
+class Clock(Protocol):
+    """Where a negotiator reads the time: the calendar day, which opens and closes the
+    deprecation window, and monotonic seconds, which say how long a reading of it stands.
+
+    `Policy(clock=...)` takes one, so that a test can move the date on under a running
+    server (a removal date passing during a session); servers keep `SYSTEM_CLOCK`.
+    """
+
+    def today(self) -> date: ...
+
+    def monotonic(self) -> float: ...
+
+
+class _SystemClock:
+    __slots__ = ()
+    # The functions themselves, not methods calling them: `monotonic` is read on every request.
+    today = staticmethod(date.today)
+    monotonic = staticmethod(time.monotonic)
+
+    def __repr__(self) -> str:
+        return "SYSTEM_CLOCK"
+
+
+SYSTEM_CLOCK: Final[Clock] = _SystemClock()
+"""The system's calendar and `time.monotonic`: the clock of every `Policy` not given one."""
 
 
 def _invalid(message: str) -> NegotiationRefused:
@@ -193,16 +226,11 @@ def capability_names(names: str | Iterable[str], where: str) -> tuple[str, ...]:
     return result
 
 
-_MAX_WARNED: Final = 256
-_warned: set[str] = set()
-"""Unknown names already logged: each once, and only so many, whoever chose them."""
-
-
 def _warn_unknown(name: str) -> None:
+    """Log an unknown name once, and only so many of them, whoever chose them."""
     shown = name[:_MAX_NAME_SHOWN]
-    if shown in _warned or len(_warned) >= _MAX_WARNED:
+    if not first_time(shown):
         return
-    _warned.add(shown)
     logger.warning(
         "mcp_negotiation: %s; client_supports answers False for it, for every client",
         feature_name_problem(shown, client_only=False),
@@ -235,6 +263,7 @@ class Policy:
     pin the clock for tests (both only if they name the same month, see
     `revisions.deprecation_window_open`). `withhold` withdraws further features by name.
     `strict` makes installation raise instead of warning when the SDK lacks a hook.
+    `clock` is where an unpinned policy reads the date (a `Clock`; tests move it on).
     `record_client_identity` lets telemetry record client name and version.
     `trace_every_request` gives every modern request its own `capability_negotiated`
     span; by default a repeat of a cached negotiation links to the span that made it.
@@ -251,6 +280,7 @@ class Policy:
     removal_date: date = revisions.DEFAULT_REMOVAL_DATE
     today: date | None = None
     months_since_deprecation: int | None = None
+    clock: Clock = SYSTEM_CLOCK
     withhold: Collection[str] = frozenset()
     """Any collection of names (one string is one name); a frozenset once the policy is built."""
     strict: bool = False
@@ -266,6 +296,8 @@ class Policy:
             value = getattr(self, name)
             if value is not None and revisions.era(value) == "unknown":
                 raise ValueError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
+        if not all(callable(getattr(self.clock, name, None)) for name in ("today", "monotonic")):
+            raise TypeError(f"clock must have today() and monotonic(), like SYSTEM_CLOCK; got {self.clock!r}")
         if self.advertise not in ("modern", "all"):
             raise ValueError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
         for name in ("strict", "record_client_identity", "trace_every_request", "hide_unusable"):
@@ -352,8 +384,11 @@ class Policy:
 
     def withdrawn(self) -> frozenset[str]:
         """Features no client gets, whatever it declares: closed deprecations and `withhold`."""
+        today = self.today
+        if today is None and self.months_since_deprecation is None:
+            today = self.clock.today()
         window_open = revisions.deprecation_window_open(
-            today=self.today,
+            today=today,
             months_since_deprecation=self.months_since_deprecation,
             removal=self.removal_date,
         )
@@ -541,22 +576,24 @@ class Withdrawals:
     memo of a request's outcome) may be trusted until `until`.
     """
 
-    __slots__ = ("_day", "_policy", "current", "until")
+    __slots__ = ("_day", "_policy", "current", "monotonic", "until")
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
+        self.monotonic = policy.clock.monotonic
+        """The policy's clock's seconds, which `until` is counted in."""
         pinned = policy.today is not None or policy.months_since_deprecation is not None
-        self._day: date | None = None if pinned else date.today()
-        self.until = math.inf if pinned else monotonic() + _DATE_RECHECK_SECONDS
+        self._day: date | None = None if pinned else policy.clock.today()
+        self.until = math.inf if pinned else self.monotonic() + DATE_RECHECK_SECONDS
         """`monotonic()` time until which `current` stands (for ever with a pinned clock)."""
         self.current = policy.withdrawn()
 
     def now(self) -> frozenset[str]:
         """The features withdrawn now, the very same set object while the day is the same."""
-        now = monotonic()
+        now = self.monotonic()
         if now >= self.until:
-            self.until = now + _DATE_RECHECK_SECONDS
-            today = date.today()
+            self.until = now + DATE_RECHECK_SECONDS
+            today = self._policy.clock.today()
             if today != self._day:
                 self.current = self._policy.withdrawn()
                 self._day = today
@@ -565,7 +602,7 @@ class Withdrawals:
     def stands_for(self, record: Negotiation) -> bool:
         """Whether `record` was made (or refreshed) under the current reading: one identity
         test and one clock read, cheap enough for every request of a session."""
-        return record.withheld is self.current and monotonic() < self.until
+        return record.withheld is self.current and self.monotonic() < self.until
 
 
 class Negotiator:
@@ -585,7 +622,9 @@ class Negotiator:
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
         self._degraded = {r: self._degraded_at(r) for r in self.accepted}
         self._narrowed = policy.narrowed()
-        self._cache: BoundedCache[tuple[Any, ...], Negotiation] = BoundedCache(_CACHE_SIZE)
+        self.cache: BoundedCache[tuple[Any, ...], Negotiation] = BoundedCache(CACHE_SIZE)
+        """The records kept for repeated requests, by what they were made from: at most
+        `CACHE_SIZE` of them, and `bounded.MAX_CACHE_BYTES` of memory. Read it, never fill it."""
 
     @property
     def withdrawn(self) -> frozenset[str]:
@@ -736,7 +775,7 @@ class Negotiator:
             record = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
         else:
             key = (transport, withdrawn, text, *headers.items())
-            cached = self._cache.get(key)
+            cached = self.cache.get(key)
             if cached is None:
                 cached = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
                 self._keep(key, cached, len(text))
@@ -796,7 +835,7 @@ class Negotiator:
             raise self._unsupported(protocol_version, self._accepted_legacy)
         withdrawn = self.withdrawn
         key = (transport, withdrawn, protocol_version, *headers.items())  # (a str: never a modern key)
-        cached = self._cache.get(key)
+        cached = self.cache.get(key)
         if cached is not None:
             return cached
         agreed = protocol_version if accepted else (self._accepted_legacy or self.accepted)[-1]
@@ -818,4 +857,4 @@ class Negotiator:
         """Cache `record` under `key` (whose own text is `size` bytes), unless the two are too
         big to keep (see `bounded`): then it is negotiated again on each request."""
         if size <= MAX_ENTRY_BYTES:
-            self._cache.put(key, record, size + retained_size(record))
+            self.cache.put(key, record, size + retained_size(record))

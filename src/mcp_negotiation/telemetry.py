@@ -66,7 +66,9 @@ NETWORK_TRANSPORT: Final[Mapping[Transport, str]] = {
 
 _FAILED: Final = "mcp_negotiation: telemetry failed (ignored)"
 """Logged, with the exception, wherever telemetry fails: it never raises into the server."""
-_tracer = trace.get_tracer("mcp_negotiation")
+tracer = trace.get_tracer("mcp_negotiation")
+"""What every span of this library is started with: OpenTelemetry's proxy, which records
+once an SDK is configured, whenever that is."""
 _meter = metrics.get_meter("mcp_negotiation")
 LABEL_KEYS: Final = ("mcp.negotiation.era", "mcp.protocol.version", "mcp.negotiation.outcome")
 Labels = tuple[str, str, str]
@@ -97,7 +99,8 @@ _tallies: dict[Labels, _Tally] = {}
 _tallies_lock = threading.Lock()
 
 
-def _tally(labels: Labels) -> _Tally:
+def tally_of(labels: Labels) -> _Tally:
+    """The `mcp.negotiation.count` counter of `labels`, made when first counted."""
     tally = _tallies.get(labels)
     if tally is None:
         with _tallies_lock:
@@ -123,12 +126,13 @@ DURATION_BUCKETS: Final = (
 )  # fmt: skip
 """Advised histogram boundaries (seconds): negotiating takes microseconds, and the SDK's
 default boundaries (0, 5, 10, ... 10000) would put every observation in the first bucket."""
-_duration = _meter.create_histogram(
+duration_histogram = _meter.create_histogram(
     "mcp.negotiation.duration",
     unit="s",
     description="Time spent negotiating one request or handshake (repeats of a cached negotiation excluded)",
     explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
 )
+"""`mcp.negotiation.duration`, recorded once per negotiation traced in full."""
 
 
 class Traced:
@@ -142,7 +146,7 @@ class Traced:
 
     def __init__(self, context: SpanContext | None, labels: Labels) -> None:
         self.context = context
-        self.count = _tally(labels).add
+        self.count = tally_of(labels).add
         """Adds one to the tally of the negotiation's metric labels."""
 
 
@@ -155,7 +159,7 @@ def _bounded(names: Iterable[str]) -> list[str]:
     return sorted({name[:_MAX_ITEM] for name in names})[:MAX_LIST]
 
 
-def _revision_label(value: Any) -> str:
+def revision_label(value: Any) -> str:
     """Metric-safe revision: known revisions only, so clients cannot inflate cardinality."""
     return value if isinstance(value, str) and revisions.era(value) != "unknown" else "unknown"
 
@@ -218,7 +222,7 @@ def _is_sdk_initialize_span(span: Any) -> bool:
 
 
 def _metric_labels(era: str, protocol_version: Any, outcome: str) -> Labels:
-    return era, _revision_label(protocol_version), outcome
+    return era, revision_label(protocol_version), outcome
 
 
 def _emit(
@@ -238,15 +242,15 @@ def _emit(
     """
     end = time.time_ns()
     try:
-        _tally(labels).add()
-        _duration.record(duration, dict(zip(LABEL_KEYS, labels, strict=True)))
+        tally_of(labels).add()
+        duration_histogram.record(duration, dict(zip(LABEL_KEYS, labels, strict=True)))
     except Exception as problem:
         report(logging.ERROR, _FAILED, exc=problem)
     parent = trace.get_current_span()
     context = None
     if carrier is not None and not parent.get_span_context().is_valid:
         context = propagate.extract(carrier)  # before the SDK's span exists: the client's trace
-    span = _tracer.start_span(
+    span = tracer.start_span(
         SPAN_NAME, context=context, kind=SpanKind.INTERNAL, start_time=end - int(duration * 1e9)
     )
     recorded = span.is_recording()  # asked now: an ended span no longer records
@@ -273,7 +277,7 @@ def _emit(
     return span.get_span_context() if recorded else None
 
 
-_SPAN_SOURCE: Final = otel_seam.current_span_source()
+SPAN_SOURCE: Final = otel_seam.current_span_source()
 """Where the current span is read directly, per repeat (see `otel_seam`); None: the public API."""
 
 
@@ -285,8 +289,8 @@ def repeated(traced: Traced) -> bool:
     it in full (`record_negotiation`). Never raises.
     """
     try:
-        if _SPAN_SOURCE is not None:
-            parent = _SPAN_SOURCE[0].get().get(_SPAN_SOURCE[1])
+        if SPAN_SOURCE is not None:
+            parent = SPAN_SOURCE[0].get().get(SPAN_SOURCE[1])
         else:
             parent = trace.get_current_span()
         if parent is not None and type(parent) is not NonRecordingSpan and parent.is_recording():

@@ -201,8 +201,174 @@ def test_the_core_never_reaches_an_adapter() -> None:
                 stack.append(target)
 
 
-def test_the_ucp_package_knows_which_of_its_names_are_the_resolvers() -> None:
-    from mcp_negotiation import ucp
-    from mcp_negotiation.ucp import resolver
+UCP_HOMES = """
+import json
+import mcp_negotiation.ucp as ucp
 
-    assert set(ucp._IN_RESOLVER) == set(resolver.__all__) & set(ucp.__all__)
+lost = []
+for name in ucp.__all__:
+    try:
+        getattr(ucp, name)
+    except AttributeError:
+        lost.append(name)
+from mcp_negotiation.ucp import resolver
+
+shared = set(resolver.__all__) & set(ucp.__all__)
+elsewhere = [n for n in shared if getattr(ucp, n) is not getattr(resolver, n)]
+print(json.dumps([lost, elsewhere]))
+"""
+
+
+def test_the_ucp_package_knows_which_of_its_names_are_the_resolvers() -> None:
+    """Each name is imported from its home when first asked for (so in a fresh interpreter):
+    the resolver's from `resolver`, the others from `binding`, neither of which has the other's."""
+    done = subprocess.run(
+        [sys.executable, "-c", UCP_HOMES], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == [[], []]
+
+
+# --- tests name no private of the library ----------------------------------------------------
+
+REPOSITORY = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
+PATCHERS = {"setattr", "getattr", "delattr", "hasattr"}
+"""Calls (plain, or `monkeypatch.` ones) whose second argument names an attribute of the first."""
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.endswith("__")
+
+
+def _module_privates() -> set[str]:
+    """Private names the library's modules define at top level (`_CACHE_SIZE`, `_tracer`)."""
+    names: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {name for name in names if _private(name)}
+
+
+def _instance_privates() -> set[str]:
+    """Private attributes and methods the library's classes define: `self._x = ...`, `__slots__`
+    entries, and names defined in class bodies. A test's `obj._x` with one of them reaches in."""
+    names: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                if isinstance(node.value, ast.Name) and node.value.id == "self":
+                    names.add(node.attr)
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        names.add(item.name)
+                    elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                        targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                        names.update(t.id for t in targets if isinstance(t, ast.Name))
+                        if any(isinstance(t, ast.Name) and t.id == "__slots__" for t in targets):
+                            names.update(
+                                c.value
+                                for c in ast.walk(item.value)  # type: ignore[arg-type]
+                                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                            )
+    return {name for name in names if _private(name)}
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def private_uses(
+    source: str, instance_privates: set[str], module_privates: set[str]
+) -> Iterator[tuple[int, str]]:
+    """(line, what) for each private name of `mcp_negotiation` that `source` uses.
+
+    The rule: no `from mcp_negotiation... import _x`; no `_x` read off a name imported from
+    the library (`negotiation._CACHE_SIZE`, `install.seams._x`); no `obj._x` where `_x` is
+    an attribute or method the library's classes define (`negotiator._cache`); no
+    `setattr`/`getattr`/`monkeypatch.setattr(ours, "_x", ...)` nor `"mcp_negotiation.m._x"`, nor
+    a string that is a private top-level name of one of its modules (`"_tracer"`, to patch).
+    Dunder names are not private. Python held in a string (a subprocess's script) is read too.
+    """
+    tree = ast.parse(source)
+    ours = {"mcp_negotiation"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == ROOT:
+            for alias in node.names:
+                if _private(alias.name):
+                    yield node.lineno, f"imports {node.module}.{alias.name}"
+                ours.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == ROOT:
+                    ours.add(alias.asname or ROOT)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            if _root(node.value) in ours or (
+                node.attr in instance_privates and _root(node.value) not in ("self", "cls")
+            ):
+                yield node.lineno, f"reads {ast.unparse(node)}"
+        elif isinstance(node, ast.Call) and len(node.args) >= 2:
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            name = node.args[1]
+            if (
+                called in PATCHERS
+                and _root(node.args[0]) in ours
+                and isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+                and _private(name.value)
+            ):
+                yield node.lineno, f"{called}s {ast.unparse(node.args[0])}.{name.value}"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if text in module_privates or (
+                text.startswith(f"{ROOT}.") and any(_private(part) for part in text.split("."))
+            ):
+                yield node.lineno, f"names {text}"
+            elif ROOT in text and "\n" in text:
+                try:
+                    inner = list(private_uses(text, instance_privates, module_privates))
+                except SyntaxError:
+                    continue
+                yield from ((node.lineno, f"its script {what}") for _, what in inner)
+
+
+def test_the_tests_name_no_private_of_the_library() -> None:
+    """Tests use the public API, or public names of the module under test; where one needs a
+    seam (a clock, a resolver, a fresh log budget) the library offers it, documented."""
+    privates = (_instance_privates(), _module_privates())
+    found = [
+        f"{path.relative_to(REPOSITORY)}:{line}: {what}"
+        for folder in ("tests", "tests_v1", "benchmarks")
+        for path in sorted((REPOSITORY / folder).rglob("*.py"))
+        if "node_modules" not in path.parts and path != Path(__file__).resolve()  # (its examples below)
+        for line, what in private_uses(path.read_text(encoding="utf-8"), *privates)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from mcp_negotiation.sdk.probe import _render_ucp",
+        "from mcp_negotiation import negotiation\nnegotiation._CACHE_SIZE",
+        "import mcp_negotiation.sdk.install\nmcp_negotiation.sdk.install._INSTRUMENTED",
+        "ng = make()\nng._cache",
+        'from mcp_negotiation import client_log\nmonkeypatch.setattr(client_log, "_clock", f)',
+        'monkeypatch.setattr("mcp_negotiation.engine._x", f)',
+        'SCRIPT = """\nfrom mcp_negotiation import telemetry\ntelemetry._tracer\n"""',
+        'for name in ["_windows"]:\n    setattr(client_log, name, {})',
+    ],
+)
+def test_the_check_sees_each_way_a_test_reaches_in(source: str) -> None:
+    assert list(private_uses(source, _instance_privates(), _module_privates())) != []
+
+
+def test_the_check_leaves_other_libraries_and_dunders_alone() -> None:
+    source = "import asyncio\nprocess._transport\nserver._lowlevel_server\nmcp_negotiation.__version__"
+    assert list(private_uses(source, _instance_privates(), _module_privates())) == []

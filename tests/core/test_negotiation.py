@@ -35,7 +35,7 @@ from mcp_negotiation.negotiation import (
     supports,
 )
 from mcp_negotiation.revisions import LEGACY
-from support.harness import fake_clock
+from support.harness import FakeClock
 
 MODERN = "2026-07-28"
 INFO = {"name": "test-client", "version": "1.2.3"}
@@ -323,13 +323,11 @@ def test_a_required_capability_no_client_could_be_served_is_a_configuration_erro
         Policy(required_capabilities=(required,), **options)
 
 
-def test_required_capability_withdrawn_when_the_window_closes_later_is_missing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    clock = fake_clock(monkeypatch, date(2027, 7, 27))
-    negotiator = Negotiator(Policy(required_capabilities=("sampling",)))
-    clock.today = date(2027, 7, 28)
-    clock.seconds += negotiation._DATE_RECHECK_SECONDS
+def test_required_capability_withdrawn_when_the_window_closes_later_is_missing() -> None:
+    clock = FakeClock(date(2027, 7, 27))
+    negotiator = Negotiator(Policy(required_capabilities=("sampling",), clock=clock))
+    clock.day = date(2027, 7, 28)
+    clock.seconds += negotiation.DATE_RECHECK_SECONDS
     refusal = refusal_of(lambda: negotiator.initialize(init(caps={"sampling": {}})))
     assert refusal.code == -32021
     assert refusal.data == {"requiredCapabilities": {"sampling": {}}}
@@ -513,9 +511,9 @@ def test_refusals_are_not_cached() -> None:
 def test_cache_is_bounded() -> None:
     ng = Negotiator(Policy())
     first = ng.request(envelope(caps={"experimental": {"n": 0}}))
-    for i in range(1, negotiation._CACHE_SIZE + 1):
+    for i in range(1, negotiation.CACHE_SIZE + 1):
         ng.request(envelope(caps={"experimental": {"n": i}}))
-    assert len(ng._cache) == negotiation._CACHE_SIZE
+    assert len(ng.cache) == negotiation.CACHE_SIZE
     again = ng.request(envelope(caps={"experimental": {"n": 0}}))
     assert again is not first
     assert again == first
@@ -528,7 +526,7 @@ def test_large_envelopes_are_negotiated_but_not_cached() -> None:
     second = ng.request(envelope(caps=caps))
     assert first == second
     assert first is not second
-    assert not ng._cache
+    assert not ng.cache
 
 
 def test_the_cache_tells_apart_what_json_tells_apart() -> None:
@@ -550,7 +548,7 @@ def test_mappings_that_are_not_dicts_are_negotiated_but_not_cached() -> None:
     first = ng.request(envelope(caps=caps))
     assert first.supports("sampling")
     assert ng.request(envelope(caps=caps)) is not first
-    assert not ng._cache
+    assert not ng.cache
 
 
 def test_request_required_capabilities_apply_to_cached_records() -> None:
@@ -625,7 +623,7 @@ def test_records_made_with_huge_headers_are_not_cached() -> None:
     assert ng.without_session("2025-06-18", transport="http", headers=huge) is not first
     modern = ng.request(envelope(), transport="http", headers=huge)
     assert ng.request(envelope(), transport="http", headers=huge) is not modern
-    assert not ng._cache
+    assert not ng.cache
 
 
 @pytest.mark.parametrize("revision", ["zzz", "2025-03-26", "2025-11-25"])
@@ -816,14 +814,14 @@ def test_withholding_extensions_withholds_every_extension() -> None:
     assert supports(record, "experimental.x")
 
 
-def test_unpinned_clock_closes_the_window_on_a_running_negotiator(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = fake_clock(monkeypatch, date(2027, 7, 27))
-    ng = Negotiator(Policy())
+def test_unpinned_clock_closes_the_window_on_a_running_negotiator() -> None:
+    clock = FakeClock(date(2027, 7, 27))
+    ng = Negotiator(Policy(clock=clock))
     before = ng.request(envelope(caps={"sampling": {}}))
     assert before.supports("sampling")
     assert ng.initialize(init(caps={"sampling": {}})).supports("sampling")
-    clock.today = date(2027, 7, 28)
-    clock.seconds += negotiation._DATE_RECHECK_SECONDS - 1
+    clock.day = date(2027, 7, 28)
+    clock.seconds += negotiation.DATE_RECHECK_SECONDS - 1
     # Within the minute the clock is not read again: the window is still open.
     assert ng.request(envelope(caps={"sampling": {}})) is before
     clock.seconds += 1
@@ -834,17 +832,17 @@ def test_unpinned_clock_closes_the_window_on_a_running_negotiator(monkeypatch: p
     assert ng.withdrawn == revisions.DEPRECATED_FEATURES
 
 
-def test_pinned_clock_ignores_the_wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    class LateDate(date):
-        @classmethod
-        def today(cls) -> LateDate:
-            return cls(2040, 1, 1)
+def test_pinned_clock_ignores_the_wall_clock() -> None:
+    late = FakeClock(date(2040, 1, 1))
+    sampling = {"sampling": {}}
+    assert legacy(sampling, policy=Policy(months_since_deprecation=3, clock=late)).supports("sampling")
+    assert legacy(sampling, policy=Policy(today=date(2027, 1, 1), clock=late)).supports("sampling")
+    assert not legacy(sampling, policy=Policy(clock=late)).supports("sampling")
 
-    monkeypatch.setattr(revisions, "date", LateDate)
-    monkeypatch.setattr(negotiation, "date", LateDate)
-    assert legacy({"sampling": {}}, policy=Policy(months_since_deprecation=3)).supports("sampling")
-    assert legacy({"sampling": {}}, policy=Policy(today=date(2027, 1, 1))).supports("sampling")
-    assert not legacy({"sampling": {}}, policy=Policy()).supports("sampling")
+
+def test_a_clock_without_today_and_monotonic_is_refused_when_the_policy_is_built() -> None:
+    with pytest.raises(TypeError, match=r"clock must have today\(\) and monotonic\(\)"):
+        Policy(clock=date(2027, 1, 1))  # type: ignore[arg-type]
 
 
 # --- required_capabilities_object and missing_required -------------------------------------------

@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import Policy, client_supports, negotiate, negotiation, requires
-from support.harness import fake_clock
+from support.harness import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -43,16 +43,14 @@ async def _sampling_callback(*args: Any) -> Any:
     raise AssertionError("never asked")
 
 
-async def test_a_removal_date_passing_during_a_legacy_session_withdraws_the_feature(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    clock = fake_clock(monkeypatch, date(2027, 7, 27))
-    server = _server(Policy())
+async def test_a_removal_date_passing_during_a_legacy_session_withdraws_the_feature() -> None:
+    clock = FakeClock(date(2027, 7, 27))
+    server = _server(Policy(clock=clock))
     async with Client(server, mode="legacy", sampling_callback=_sampling_callback) as client:
         before = await client.call_tool("can_sample", {})
         assert before.structured_content == {"result": True}
-        clock.today = date(2027, 7, 28)
-        clock.seconds += negotiation._DATE_RECHECK_SECONDS
+        clock.day = date(2027, 7, 28)
+        clock.seconds += negotiation.DATE_RECHECK_SECONDS
         after = await client.call_tool("can_sample", {})
         with pytest.raises(MCPError) as refused:
             await client.call_tool("sample", {})

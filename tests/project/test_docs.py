@@ -3,8 +3,9 @@
 Every fenced block in README.md and docs/ is collected and checked by its language:
 
 - ```python: either it appears verbatim (leading and trailing whitespace aside) in one of
-  the files listed in `EXECUTED`, which the test suite runs (checked below: each is named
-  by another test module), or this module runs it in a fresh interpreter, from the
+  the files listed in `EXECUTED`, which the test suite runs (checked below: `RUNNERS` maps
+  each, and every file under examples/, to a test that names it, and those tests are run
+  and must pass), or this module runs it in a fresh interpreter, from the
   repository root, as a module named `__docs__` (so `if __name__ == "__main__":` guards
   keep servers from starting), and it must exit 0 within the timeout;
 - ```json and ```toml: it must parse;
@@ -35,6 +36,7 @@ import socket
 import subprocess
 import sys
 import tomllib
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,19 +47,25 @@ from mcp_negotiation.revisions import FEATURES
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
-EXECUTED = (
-    "examples/minimal_server.py",
-    "examples/elicit_or_default.py",
-    "examples/requires_sampling.py",
-    "examples/bridge_proxy.py",
-    "examples/ucp_shop.py",
-    "examples/tracing.py",
-    "examples/bridge_agreement.py",
-    "examples/ucp_negotiation_core.py",
-    "src/mcp_negotiation/demo.py",
-    "examples/mcp1_server.py",
-    "examples/lowlevel_server.py",
-)
+RUNNERS = {
+    "examples/bridge_agreement.py": "test_example_prints_the_agreement",
+    "examples/bridge_proxy.py": "test_bridge_proxy_at_the_oldest_revision_cannot_relay_streaming",
+    "examples/elicit_or_default.py": "test_elicit_or_default_asks_a_legacy_client_that_can_answer",
+    "examples/era_requirements.py": "test_the_example_serves_legacy_clients_and_tells_modern_ones_where_to_go",
+    "examples/lowlevel_server.py": "test_lowlevel_server_answers_for_the_negotiated_revision",
+    "examples/mcp1_server.py": "test_the_documented_1x_example_runs_over_stdio",
+    "examples/minimal_server.py": "test_minimal_server_asks_only_clients_that_can_elicit",
+    "examples/requires_sampling.py": "test_requires_sampling_everywhere_serves_clients_that_sample",
+    "examples/tool_catalogs.py": "test_every_client_sees_the_requirements_its_refusal_would_carry",
+    "examples/tracing.py": "test_tracing_example_prints_the_spans",
+    "examples/ucp_negotiation_core.py": "test_the_example_prints_what_the_page_says",
+    "examples/ucp_shop.py": "test_stdio_session_extension_and_arguments_path",
+    "src/mcp_negotiation/demo.py": "test_a_window_closing_while_serving_reaches_envelopes_seen_before",
+}
+"""Each file the docs quote, every example among them, and the one test that runs it (as a
+subprocess, or imported and driven by the SDK's client); checked below by running that test."""
+
+EXECUTED = tuple(RUNNERS)
 """Files the test suite executes; a docs block copied from one of them is tested there."""
 
 EXEMPT = frozenset({"sh", "text", "console"})
@@ -137,17 +145,73 @@ def test_fences_are_found_in_a_sample() -> None:
     assert json.loads(json_block.code)["ucp"] is None
 
 
-def test_every_file_blocks_are_taken_from_is_executed_by_the_suite() -> None:
-    """Each file in EXECUTED is named by a test module other than this one."""
-    tests = [
-        p.read_text(encoding="utf-8")
-        for p in (ROOT / "tests").rglob("test_*.py")  # tests/v1 too: it runs under mcp 1.x
-        if p.name != "test_docs.py"
+def test_every_example_has_a_runner() -> None:
+    """An example added without a test that runs it fails here, named."""
+    examples = {str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.py")}
+    assert sorted(examples - set(RUNNERS)) == []
+
+
+def _runner(name: str) -> tuple[Path, ast.Module, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The test module (of the suite or of the mcp 1.x one) that defines the test `name`."""
+    found = [
+        (path, tree, node)
+        for path in sorted((ROOT / "tests").rglob("test_*.py"))
+        if "node_modules" not in path.parts
+        for tree in [ast.parse(path.read_text(encoding="utf-8"))]
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
     ]
-    for name in EXECUTED:
-        path = Path(name)
-        mentions = (path.name, path.stem, f"mcp_negotiation.{path.stem}")
-        assert any(m in text for text in tests for m in mentions), f"no test runs {name}"
+    assert len(found) == 1, f"{len(found)} tests are named {name}"
+    return found[0]
+
+
+@pytest.mark.parametrize("example", sorted(RUNNERS))
+def test_the_runner_of_each_example_names_it(example: str) -> None:
+    """The runner's body names the file (`stdio_params("x.py")`, `-m mcp_negotiation.demo`),
+    or a name its module binds to it: `EXAMPLE = ROOT / "examples" / "x.py"`, `from x import
+    build`, a helper that starts the file."""
+    path = Path(example)
+    named = path.name if path.parts[0] == "examples" else f"mcp_negotiation.{path.stem}"
+    module = path.stem if path.parts[0] == "examples" else named
+    _, tree, test = _runner(RUNNERS[example])
+    bound: set[str] = set()
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and statement.module == module:
+            bound.update(alias.asname or alias.name for alias in statement.names)
+        elif named not in ast.unparse(statement):
+            continue
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bound.add(statement.name)  # a helper that starts it (a test is no helper)
+        elif isinstance(statement, ast.Assign):
+            bound.update(t.id for t in statement.targets if isinstance(t, ast.Name))
+    body = "\n".join(ast.unparse(statement) for statement in test.body)
+    used = {node.id for statement in test.body for node in ast.walk(statement) if isinstance(node, ast.Name)}
+    bound = {name for name in bound if not name.startswith("test_")}
+    assert named in body or used & bound, f"{test.name} does not run {example}"
+
+
+def test_each_example_runs_under_its_runner(tmp_path: Path) -> None:
+    """The runners pass, run here together (not skipped). The mcp 1.x example's runs in the
+    SDK matrix's 1.x environments, where `tests_v1` is collected."""
+    nodes = {
+        example: f"{path.relative_to(ROOT)}::{test.name}"
+        for example, name in RUNNERS.items()
+        for path, _, test in [_runner(name)]
+        if not {"tests_v1", "v1"} & set(path.relative_to(ROOT).parts)
+    }
+    report = tmp_path / "runners.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+         *nodes.values()],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=15 * TIMEOUT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    cases = ET.parse(report).getroot().iter("testcase")
+    passed = {case.get("name", "").split("[")[0] for case in cases if not len(case)}  # no failure, no skip
+    assert sorted(example for example, node in nodes.items() if node.split("::")[1] not in passed) == []
 
 
 # --- Every block -----------------------------------------------------------------------------

@@ -299,5 +299,5 @@ async def test_caches_stay_within_their_bytes_whatever_the_number_of_envelopes_t
         telemetry.record_negotiation("tools/call", record, policy, 0.0)
 
     after_n, after_3n = await _retained(negotiate, 400)
-    assert negotiator._cache.bytes <= MAX_CACHE_BYTES
+    assert negotiator.cache.bytes <= MAX_CACHE_BYTES
     assert after_3n - after_n < 1_000_000  # 800 more envelopes of 24 kB, past the bounds: nothing more kept

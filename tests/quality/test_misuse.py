@@ -19,11 +19,11 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import (
     Policy,
+    client_log,
     client_supports,
     instrument,
     negotiate,
     negotiated,
-    negotiation,
     requires,
     requires_ucp,
     revisions,
@@ -31,7 +31,8 @@ from mcp_negotiation import (
 )
 from mcp_negotiation.errors import Refusal
 from mcp_negotiation.negotiation import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, Negotiator
-from mcp_negotiation.sdk import install
+from mcp_negotiation.sdk.middleware import NegotiationMiddleware
+from mcp_negotiation.sdk.seams import middleware_list
 from mcp_negotiation.ucp import CapabilityEntry, Profile, negotiate_capabilities
 
 pytestmark = pytest.mark.anyio
@@ -44,12 +45,16 @@ def test_negotiate_takes_a_policy_not_a_mapping() -> None:
         negotiate(MCPServer("s"), {"min_revision": "2025-06-18"})  # type: ignore[arg-type]
 
 
+def _negotiated(server: object) -> bool:
+    return any(isinstance(m, NegotiationMiddleware) for m in middleware_list(server) or [])
+
+
 def test_instrument_with_a_server_where_the_policy_goes_instruments_nothing() -> None:
     existing = MCPServer("existing")
     with pytest.raises(TypeError, match=r"instrument\(policy, \*servers\) takes a mcp_negotiation\.Policy"):
         instrument(existing)  # type: ignore[arg-type]
     try:
-        assert install._INSTRUMENTED == []
+        assert not _negotiated(MCPServer("built after"))  # nothing was instrumented
     finally:
         uninstrument()
 
@@ -185,9 +190,8 @@ def test_the_literal_names_are_the_feature_table() -> None:
 )
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_misspelt_name_answers_false_and_is_logged_once_with_the_name_meant(
-    typo: str, meant: str, mode: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    typo: str, meant: str, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(negotiation, "_warned", set())
     server = negotiate(MCPServer("typo"), Policy())
 
     @server.tool()
@@ -209,17 +213,14 @@ async def test_a_misspelt_name_answers_false_and_is_logged_once_with_the_name_me
     assert caplog.records[0].levelno == logging.WARNING
 
 
-def test_names_logged_are_bounded_whoever_chooses_them(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(negotiation, "_warned", set())
+def test_names_logged_are_bounded_whoever_chooses_them(caplog: pytest.LogCaptureFixture) -> None:
     record = Negotiator(Policy()).request(
         {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}, transport="memory"
     )
     with caplog.at_level(logging.WARNING, logger="mcp_negotiation"):
         for i in range(1_000):
             assert record.supports(f"bogus-{i}" * 50) is False
-    assert len(caplog.records) == negotiation._MAX_WARNED
+    assert len(caplog.records) == client_log.MAX_KEYS
     assert all(len(r.getMessage()) < 2_000 for r in caplog.records)
 
 
@@ -303,7 +304,7 @@ def test_negotiate_given_no_server_raises_naming_what_it_takes(given: Any, says:
         negotiate(given())
     with pytest.raises(TypeError, match=says):
         instrument(Policy(), given())
-    assert install._INSTRUMENTED == []
+    assert not _negotiated(MCPServer("built after"))  # nothing was instrumented
 
 
 def test_requires_above_the_prompt_decorator_raises_and_below_it_serves() -> None:

@@ -54,6 +54,7 @@ from mcp_negotiation import (
 from mcp_negotiation.demo import build as build_demo
 from mcp_negotiation.errors import NegotiationRefused
 from mcp_negotiation.negotiation import (
+    CACHE_SIZE,
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
     MAX_CAPABILITY_DEPTH,
@@ -82,7 +83,6 @@ from mcp_negotiation.ucp import (
     negotiate_capabilities,
     parse_ucp_agent,
 )
-from mcp_negotiation.ucp import profile as profile_module
 from mcp_negotiation.ucp.profile import (
     MAX_CAPABILITIES,
     MAX_CONFIG_DEPTH,
@@ -282,34 +282,40 @@ def test_cache_stays_bounded() -> None:
     negotiator = Negotiator(Policy())
     for i in range(3_000):
         negotiator.request(_envelope({"experimental": {f"client-{i}": {}}}))
-    # Private, but it is the one structure that could grow with the number of clients.
-    assert len(negotiator._cache) <= 1_024
+    # The one structure that could grow with the number of clients.
+    assert len(negotiator.cache) <= CACHE_SIZE
     big = _envelope({"experimental": {f"k{i}": {"v": "x" * 100} for i in range(700)}})
     negotiator.request(big)  # over 64 KiB of text: negotiated, never cached
-    assert all(len(key[2]) < 70_000 for key in negotiator._cache)
+    assert all(len(key[2]) < 70_000 for key in negotiator.cache)
 
 
 def test_profile_and_header_work_stops_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     counts: Counter[str] = Counter()
-    entries, parse = profile_module._entries, http_sf.parse
+    parse = http_sf.parse
 
-    def counting_entries(*args: Any) -> Any:
-        counts["entries"] += 1
-        return entries(*args)
+    class Capabilities(dict[str, Any]):
+        """A capability map that counts being read entry by entry (its size is not counted)."""
+
+        def items(self) -> Any:
+            counts["entries"] += 1
+            return super().items()
+
+        def __iter__(self) -> Any:
+            counts["entries"] += 1
+            return super().__iter__()
 
     def counting_parse(*args: Any, **kwargs: Any) -> Any:
         counts["parse"] += 1
         return parse(*args, **kwargs)
 
-    monkeypatch.setattr(profile_module, "_entries", counting_entries)
     monkeypatch.setattr(http_sf, "parse", counting_parse)
-    huge = {"ucp": {"version": V, "capabilities": {f"c{i}": [{"version": V}] for i in range(1_000_000)}}}
+    many = Capabilities({f"c{i}": [{"version": V}] for i in range(1_000_000)})
     with pytest.raises(UcpError, match=f"at most {MAX_CAPABILITIES} capabilities"):
-        Profile.from_json(huge)
+        Profile.from_json({"ucp": {"version": V, "capabilities": many}})
     with pytest.raises(UcpError, match=f"longer than {MAX_HEADER_LENGTH} characters"):
         parse_ucp_agent('profile="https://a.example/p", x="' + "y" * 1_000_000 + '"')
     assert counts == Counter()  # refused before any per-capability or parsing work
-    Profile.from_json({"ucp": {"version": V, "capabilities": {"c": [{"version": V}]}}})
+    Profile.from_json({"ucp": {"version": V, "capabilities": Capabilities(c=[{"version": V}])}})
     parse_ucp_agent('profile="https://a.example/p"')
     assert counts == Counter(entries=1, parse=1)  # the counters do count
 

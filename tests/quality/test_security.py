@@ -49,7 +49,6 @@ from mcp_negotiation.ucp import (
     HttpsProfileResolver,
     UcpError,
 )
-from mcp_negotiation.ucp import resolver as resolver_module
 from support.harness import ROOT, serve_http
 from support.profile_server import DOCUMENT, ProfileServer, Route, Tls
 from ucp_shop import build as build_shop
@@ -99,30 +98,21 @@ class Listener:
             await server.wait_closed()
 
 
+class Refusing:
+    """The HTTP client a resolver opens (`http_client=`): each one built is recorded, and
+    fails the fetch at once."""
+
+    def __init__(self) -> None:
+        self.built: list[object] = []
+
+    def __call__(self, *args: object, **kwargs: object) -> httpx2.AsyncClient:
+        self.built.append(kwargs)
+        raise httpx2.ConnectError("the test forbids connections")
+
+
 @pytest.fixture
-def clients_built(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Every HTTP client the resolver builds; building one fails the fetch at once."""
-    built: list[object] = []
-
-    class Refusing:
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            built.append(kwargs)
-            raise httpx2.ConnectError("the test forbids connections")
-
-    _replace_client(monkeypatch, Refusing)
-    return built
-
-
-def _replace_client(monkeypatch: pytest.MonkeyPatch, client: object) -> None:
-    """Swap the HTTP client class the resolver builds, and nobody else's."""
-
-    class Httpx:
-        AsyncClient = client
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(httpx2, name)
-
-    monkeypatch.setattr(resolver_module, "httpx2", Httpx())
+def refusing() -> Refusing:
+    return Refusing()
 
 
 NAMES: dict[str, list[str]] = {
@@ -209,20 +199,24 @@ LOOPBACK_SPELLINGS = [
 @pytest.mark.anyio
 @pytest.mark.usefixtures("hostile_dns")
 async def test_loopback_in_every_spelling_is_refused_without_a_connection(
-    tls_client: ssl.SSLContext, clients_built: list[object]
+    tls_client: ssl.SSLContext, refusing: Refusing
 ) -> None:
+    shop = build_shop(HttpsProfileResolver(http_client=refusing))
     with anyio.fail_after(HANG):
-        async with Listener() as listener, Client(build_shop(), mode=MODERN) as client:
+        async with Listener() as listener, Client(shop, mode=MODERN) as client:
             for host in LOOPBACK_SPELLINGS:
                 await _refused(client, f"https://{host}:{listener.port}/profile.json")
-            assert clients_built == []
+            assert refusing.built == []
             # Control: a resolver allowed to reach loopback does connect, and the listener counts it.
             allowed = HttpsProfileResolver(
-                ssl_context=tls_client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS
+                ssl_context=tls_client,
+                allow_addresses=["127.0.0.1"],
+                allow_ports=ALL_PORTS,
+                http_client=refusing,
             )
             with pytest.raises(UcpError):
                 await allowed.resolve(f"https://127.0.0.1:{listener.port}/profile.json")
-    assert len(clients_built) == 1  # only the control resolver built a client
+    assert len(refusing.built) == 1  # only the control resolver built a client
 
 
 @pytest.mark.anyio
@@ -288,21 +282,22 @@ async def test_loopback_refusals_never_reach_a_real_listener(tls_client: ssl.SSL
 )
 @pytest.mark.usefixtures("hostile_dns")
 async def test_special_use_destinations_are_refused_before_any_connection(
-    clients_built: list[object], url: str
+    refusing: Refusing, url: str
 ) -> None:
     with anyio.fail_after(HANG):
-        async with Client(build_shop(), mode=MODERN) as client:
+        async with Client(build_shop(HttpsProfileResolver(http_client=refusing)), mode=MODERN) as client:
             content = await _refused(client, url)
-    assert clients_built == []
+    assert refusing.built == []
     assert "special-use" in content or "non-canonical" in content or "does not parse" in content
 
 
 @pytest.mark.anyio
 @pytest.mark.usefixtures("hostile_dns")
-async def test_every_source_of_the_url_is_checked(clients_built: list[object]) -> None:
+async def test_every_source_of_the_url_is_checked(refusing: Refusing) -> None:
     """arguments.meta, the UCP-Agent header (HTTP), and the stdio session default."""
     target = "https://metadata.example/latest/meta-data/"
-    with anyio.fail_after(HANG), serve_http(build_shop(legacy_meta=True).streamable_http_app()) as url:
+    shop = build_shop(HttpsProfileResolver(http_client=refusing), legacy_meta=True)
+    with anyio.fail_after(HANG), serve_http(shop.streamable_http_app()) as url:
         async with (
             httpx2.AsyncClient(headers={"UCP-Agent": f'profile="{target}"'}, timeout=HANG) as http,
             Client(streamable_http_client(url, http_client=http), mode=MODERN) as client,
@@ -315,7 +310,7 @@ async def test_every_source_of_the_url_is_checked(clients_built: list[object]) -
                 with pytest.raises(MCPError) as refused:
                     await client.call_tool("negotiated", {}, meta=meta)
                 assert refused.value.error.data["code"] == INVALID_PROFILE_URL
-    assert clients_built == []
+    assert refusing.built == []
 
 
 # -- what a client or a platform is told: fixed phrases, never an exception's text ------------------------
@@ -512,13 +507,13 @@ async def test_a_failed_fetch_tells_the_platform_its_kind_and_the_log_the_except
 
 
 def test_the_log_lines_clients_cause_are_bounded_per_window_and_carry_no_traceback(
-    tls: Tls, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    tls: Tls, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Distinct failing URLs, each remembered for its own backoff, as many as a client likes:
     `LINES_PER_WINDOW` lines a window, none with a traceback (a handler formats it on the
     event loop), and the next window says how many were left out."""
     now = [0.0]
-    monkeypatch.setattr(client_log, "_clock", lambda: now[0])
+    client_log.reset(clock=lambda: now[0])
     caplog.set_level(logging.DEBUG, logger="mcp_negotiation")
     resolver = HttpsProfileResolver(
         ssl_context=tls.client, allow_addresses=["127.0.0.1"], allow_ports=ALL_PORTS
@@ -649,7 +644,6 @@ def test_property_special_addresses_in_any_spelling_are_refused_offline(
         raise AssertionError("a refused URL reached DNS or the network")
 
     monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "getaddrinfo", forbidden)
-    _replace_client(monkeypatch, forbidden)
     with pytest.raises(UcpError) as refused:
-        asyncio.run(HttpsProfileResolver().resolve(f"https://{host}{port}{path}"))
+        asyncio.run(HttpsProfileResolver(http_client=forbidden).resolve(f"https://{host}{port}{path}"))
     assert refused.value.code == INVALID_PROFILE_URL

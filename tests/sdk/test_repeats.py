@@ -21,7 +21,7 @@ from mcp_negotiation.demo import build
 from mcp_negotiation.sdk import middleware
 from mcp_negotiation.sdk.seams import middleware_list
 from mcp_negotiation.ucp import Profile
-from support.harness import direct_connection, fake_clock, structured
+from support.harness import FakeClock, direct_connection, structured
 from ucp_shop import build as build_shop
 
 pytestmark = pytest.mark.anyio
@@ -83,17 +83,15 @@ async def test_an_exempt_method_served_from_the_memo_does_not_open_a_refused_one
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_window_closing_while_serving_reaches_envelopes_seen_before(
-    mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_window_closing_while_serving_reaches_envelopes_seen_before(mode: str) -> None:
     removal = revisions.DEFAULT_REMOVAL_DATE
-    clock = fake_clock(monkeypatch, removal.fromordinal(removal.toordinal() - 1))
-    server = build()
+    clock = FakeClock(removal.fromordinal(removal.toordinal() - 1))
+    server = build(Policy(clock=clock))
     async with modern(server, mode, sampling_callback=_sample) as client:
         for _ in range(3):
             assert structured(await client.call_tool("negotiation", {}))["supports"]["sampling"] is True
-        clock.today = removal
-        clock.seconds += negotiation._DATE_RECHECK_SECONDS
+        clock.day = removal
+        clock.seconds += negotiation.DATE_RECHECK_SECONDS
         for _ in range(3):
             seen = structured(await client.call_tool("negotiation", {}))
             assert seen["supports"]["sampling"] is False

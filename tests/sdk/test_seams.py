@@ -162,7 +162,7 @@ async def test_a_gatekeeper_inserted_before_negotiation_still_runs_first() -> No
     assert not any(seen)
 
 
-@pytest.mark.parametrize(("module_name", "imported_by_us"), install._STDIO_SITES)
+@pytest.mark.parametrize(("module_name", "imported_by_us"), install.STDIO_SITES)
 def test_every_stdio_server_site_exists(module_name: str, imported_by_us: bool) -> None:
     if not imported_by_us:
         importlib.import_module("fastmcp")

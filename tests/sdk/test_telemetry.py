@@ -363,7 +363,7 @@ def test_a_repeat_first_seen_untraced_is_traced_once_something_records(
     spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, read: str
 ) -> None:
     if read == "public API":
-        monkeypatch.setattr(telemetry, "_SPAN_SOURCE", None)
+        monkeypatch.setattr(telemetry, "SPAN_SOURCE", None)
     record = Negotiator(Policy()).request(
         {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -981,10 +981,10 @@ async def test_metrics_count_every_negotiation_and_time_each_first(
 
 
 def test_metric_revision_labels_are_bounded() -> None:
-    assert telemetry._revision_label("2025-06-18") == "2025-06-18"
-    assert telemetry._revision_label("zzz") == "unknown"
-    assert telemetry._revision_label(None) == "unknown"
-    assert telemetry._revision_label("2025-06-18" * 100) == "unknown"
+    assert telemetry.revision_label("2025-06-18") == "2025-06-18"
+    assert telemetry.revision_label("zzz") == "unknown"
+    assert telemetry.revision_label(None) == "unknown"
+    assert telemetry.revision_label("2025-06-18" * 100) == "unknown"
 
 
 # ---------------------------------------------------------------------------------------
@@ -1012,7 +1012,7 @@ async def _serve_everything() -> None:
     assert refused.value.error.code == -32022
 
 
-@pytest.mark.parametrize("broken", ["_tracer", "trace", "_tally", "_duration", "span_attributes"])
+@pytest.mark.parametrize("broken", ["tracer", "trace", "tally_of", "duration_histogram", "span_attributes"])
 async def test_a_failing_telemetry_backend_never_reaches_the_server(
     spans: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
@@ -1020,7 +1020,7 @@ async def test_a_failing_telemetry_backend_never_reaches_the_server(
     broken: str,
 ) -> None:
     replacement: Any = (
-        _Broken() if broken in {"_tracer", "trace", "_duration"} else getattr(_Broken(), broken)
+        _Broken() if broken in {"tracer", "trace", "duration_histogram"} else getattr(_Broken(), broken)
     )
     monkeypatch.setattr(telemetry, broken, replacement)
     with caplog.at_level(logging.ERROR, logger="mcp_negotiation"):

@@ -84,7 +84,7 @@ async def main():
             await client.call_tool("negotiation", {})
         except MCPError as error:
             seen["refused"] = error.error.code
-    span = telemetry._tracer.start_span("probe")
+    span = telemetry.tracer.start_span("probe")
     seen["recording"] = span.is_recording()
     span.end()
     seen["span_attributes_calls"] = len(calls)

@@ -20,7 +20,6 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import pytest
 import uvicorn
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -161,26 +160,14 @@ def structured(result: types.CallToolResult) -> dict[str, Any]:
 
 @dataclass
 class FakeClock:
-    """The date and monotonic seconds the negotiator reads, set by the test."""
+    """A `negotiation.Clock` set by the test: give it as `Policy(clock=...)`, then move
+    `day` and `seconds` on under the running negotiator."""
 
-    today: date
+    day: date
     seconds: float = 1_000.0
 
+    def today(self) -> date:
+        return self.day
 
-def fake_clock(monkeypatch: pytest.MonkeyPatch, today: date) -> FakeClock:
-    """Make the negotiator's calendar and the timers that re-read it (the negotiator's, the
-    engine's repeat memo) the returned clock's."""
-    from mcp_negotiation import engine, negotiation, revisions
-
-    clock = FakeClock(today)
-
-    class FakeDate(date):
-        @classmethod
-        def today(cls) -> FakeDate:
-            return cls.fromordinal(clock.today.toordinal())
-
-    monkeypatch.setattr(revisions, "date", FakeDate)
-    monkeypatch.setattr(negotiation, "date", FakeDate)
-    monkeypatch.setattr(negotiation, "monotonic", lambda: clock.seconds)
-    monkeypatch.setattr(engine, "monotonic", lambda: clock.seconds)
-    return clock
+    def monotonic(self) -> float:
+        return self.seconds

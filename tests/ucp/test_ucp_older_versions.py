@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
-from mcp_negotiation.sdk.probe import Row, _render_ucp, ucp_outcome
+from mcp_negotiation.sdk.probe import Row, render_ucp, ucp_outcome
 from mcp_negotiation.ucp import Profile, StaticResolver, UcpNegotiator, UcpPolicy, advertisement
 from support.harness import EXAMPLES, structured
 from ucp_shop import BUSINESS_PROFILE, CHECKOUT, build
@@ -159,7 +159,7 @@ def test_the_probe_says_an_older_platform_is_not_predicted_from_the_advertisemen
     row = Row(revision="2025-11-25", era="legacy", outcome="agreed", ucp_advertised=advertisement(business))
     outcome = ucp_outcome([row], Profile.from_json(OLD_PLATFORM))
     assert outcome == {"version": OLD, "business_profile": OLD_URL}
-    assert OLD_URL in _render_ucp(outcome)
+    assert OLD_URL in render_ucp(outcome)
     current = ucp_outcome([row], Profile.from_json(NEW_PLATFORM))
     assert current["version"] == NEW
     assert "capabilities" in current

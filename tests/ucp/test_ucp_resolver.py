@@ -30,7 +30,7 @@ from mcp_negotiation.ucp import (
     UcpError,
     is_special_address,
 )
-from mcp_negotiation.ucp.resolver import MIN_BODY_CAP
+from mcp_negotiation.ucp.resolver import MIN_BODY_CAP, Lookups
 from support.profile_server import BODY, DOCUMENT, ProfileServer, Route, Tls
 
 pytestmark = pytest.mark.anyio
@@ -557,8 +557,6 @@ async def test_names_whose_dns_hangs_hold_up_no_other_lookup(
 async def test_past_the_lookup_limit_a_name_is_refused_at_once_and_not_held_against_it(
     tls: Tls, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcp_negotiation.ucp import resolver as module
-
     real = socket.getaddrinfo
     released = threading.Event()
     entered = asyncio.Event()
@@ -572,8 +570,8 @@ async def test_past_the_lookup_limit_a_name_is_refused_at_once_and_not_held_agai
         return real(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(module, "_lookup_slots", threading.BoundedSemaphore(1))
-    resolver = make_resolver(tls, clock)
+    lookups = Lookups(limit=1)
+    resolver = make_resolver(tls, clock, lookups=lookups)
     async with ProfileServer(tls.server) as server:
         server.routes["/p.json"] = Route()
         healthy = server.url("/p.json", host="localhost")
@@ -581,15 +579,12 @@ async def test_past_the_lookup_limit_a_name_is_refused_at_once_and_not_held_agai
         slot_free_when_told: list[bool] = []
 
         def told(_: object) -> None:  # runs as the lookup's answer is told, in its thread
-            free = module._lookup_slots.acquire(blocking=False)
-            if free:
-                module._lookup_slots.release()
-            slot_free_when_told.append(free)
+            slot_free_when_told.append(lookups.running < lookups.limit)
 
         try:
             async with asyncio.timeout(30):
                 await entered.wait()
-                module._lookups[("only.hang.test", 443)].add_done_callback(told)
+                lookups.look_up("only.hang.test", 443).add_done_callback(told)  # the one running
                 with pytest.raises(UcpError) as busy:
                     await resolver.resolve(healthy)
         finally:

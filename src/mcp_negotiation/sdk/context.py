@@ -39,9 +39,12 @@ __all__ = [
 ]
 
 
-_current: ContextVar[tuple[Negotiation, Negotiator] | None] = ContextVar(
+current: ContextVar[tuple[Negotiation, Negotiator] | None] = ContextVar(
     "mcp_negotiation.current", default=None
 )
+"""The request being served: its negotiation and the negotiator that made it. The adapter
+(the middleware, or the 1.x wrapper) sets it around the handler; the functions here read it.
+Set it only as they do (a token, reset after), e.g. to call `client_supports` outside a server."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -63,7 +66,7 @@ def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
     middleware after ours rebuilt it) does the ContextVar answer, and when the ContextVar
     holds this very entry narrowed by `@requires_ucp`, which is the narrower answer.
     """
-    entry = _current.get()
+    entry = current.get()
     bound = seams.entry_bound_to(ctx)
     if bound is None or bound is entry:
         return entry
@@ -79,7 +82,7 @@ def negotiation_of(ctx: object = None) -> Negotiation:
     The one way to read the record. Outside a negotiated request it raises
     `NoNegotiation` (a `LookupError`): code that may also run outside one catches it.
     """
-    entry = _entry_of(ctx) if ctx is not None else _current.get()
+    entry = _entry_of(ctx) if ctx is not None else current.get()
     record = entry[0] if entry is not None else None
     if record is None:
         raise NoNegotiation(
@@ -104,7 +107,7 @@ def client_supports(ctx: object, feature: FeatureName | str) -> bool:
 
 
 def _require(features: tuple[str, ...]) -> None:
-    entry = _current.get()
+    entry = current.get()
     if entry is None:
         raise_refusal(Refusal(-32603, "mcp_negotiation: no negotiation for this request"))
     record, negotiator = entry
@@ -174,17 +177,17 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
 
         @functools.wraps(fn)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            entry = _current.get()
+            entry = current.get()
             scoped = _scoped_ucp(entry, root)
             if isinstance(scoped, _Incompatible):
                 return scoped.result
-            token = _current.set(scoped)
+            token = current.set(scoped)
             narrowed = _narrowed.set((entry, scoped))
             try:
                 result = await fn(*args, **kwargs)
             finally:
                 _narrowed.reset(narrowed)
-                _current.reset(token)
+                current.reset(token)
             ucp_policy, agreement = scoped[1].policy.ucp, scoped[0].ucp
             if (
                 ucp_policy is not None

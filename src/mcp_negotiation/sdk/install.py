@@ -223,7 +223,7 @@ def uninstrument(*servers: Any) -> None:
             delattr(owner, _HTTP_APP)
 
 
-_STDIO_SITES = (
+STDIO_SITES = (
     ("mcp.server.stdio", True),
     ("mcp.server.mcpserver.server", True),
     ("fastmcp.server.low_level", False),
@@ -237,7 +237,7 @@ def _watch_stdio() -> None:
     import importlib
     import sys
 
-    for module_name, import_it in _STDIO_SITES:
+    for module_name, import_it in STDIO_SITES:
         module = sys.modules.get(module_name)
         if module is None and import_it:
             try:

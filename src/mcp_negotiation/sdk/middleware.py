@@ -27,7 +27,7 @@ from . import seams
 from .asgi import JUDGED_MARK
 from .catalog import LISTINGS, listing_call
 from .compat import as_exception
-from .context import _current
+from .context import current
 from .origin import NO_HEADERS, on_stdio, origin
 
 logger = logging.getLogger("mcp_negotiation")
@@ -81,11 +81,11 @@ class NegotiationMiddleware:
                     setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
                 except (AttributeError, TypeError):
                     pass
-                token = _current.set(entry)
+                token = current.set(entry)
                 try:
                     return await call_next(ctx)
                 finally:
-                    _current.reset(token)
+                    current.reset(token)
         return await self._decided(ctx, call_next, key, base)
 
     def _memoised(self, ctx: ServerRequestContext[Any, Any], record: Negotiation) -> Entry | None:
@@ -217,11 +217,11 @@ def _inbound(ctx: ServerRequestContext[Any, Any]) -> Inbound:
 async def _publish(ctx: ServerRequestContext[Any, Any], call_next: CallNext, entry: Entry) -> HandlerResult:
     """Run the rest of the chain with `entry` published for the handler (see `context`)."""
     seams.bind(ctx, entry)
-    token = _current.set(entry)
+    token = current.set(entry)
     try:
         return await call_next(ctx)
     finally:
-        _current.reset(token)
+        current.reset(token)
 
 
 def _hold(ctx: ServerRequestContext[Any, Any], key: str, value: object) -> None:

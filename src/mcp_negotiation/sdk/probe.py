@@ -667,7 +667,8 @@ def ucp_outcome(rows: list[Row], platform: Profile) -> dict[str, Any]:
     return agreement.as_dict()
 
 
-def _render_ucp(outcome: dict[str, Any]) -> str:
+def render_ucp(outcome: dict[str, Any]) -> str:
+    """The human line(s) for a `ucp_outcome`: the agreement, the older version's profile, or why none."""
     if "error" in outcome:
         return f"UCP: {outcome['error']}" + (f" ({outcome['message']})" if "message" in outcome else "")
     if "business_profile" in outcome:
@@ -765,6 +766,6 @@ def run(
     else:
         print(render(rows, chosen, capabilities))
         if ucp is not None:
-            print("\n" + _render_ucp(ucp))
+            print("\n" + render_ucp(ucp))
     served = all(r.served for r in rows) and (ucp is None or "error" not in ucp)
     return 0 if served else 1

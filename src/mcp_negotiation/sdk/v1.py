@@ -38,7 +38,7 @@ from ..errors import NegotiationUnavailable, Refusal
 from ..negotiation import Negotiation, Negotiator, Policy, policy_given
 from . import catalog
 from .compat import PENDING_REFUSALS, error_data
-from .context import _current
+from .context import current
 from .origin import origin, stdio_wrapper
 
 __all__ = ["V1Negotiation", "instrument", "negotiate", "uninstrument"]
@@ -195,7 +195,7 @@ async def _handle(
     if decision.action != "serve" or decision.record is None:
         return await handled
     entry = (decision.record, holder.engine.negotiator)
-    token = _current.set(entry)
+    token = current.set(entry)
     pending_token = PENDING_REFUSALS.set([])
     listing = _listing.set((inbound.method, holder.owner, entry)) if inbound.method in LISTINGS else None
     try:
@@ -204,7 +204,7 @@ async def _handle(
         if listing is not None:
             _listing.reset(listing)
         PENDING_REFUSALS.reset(pending_token)
-        _current.reset(token)
+        current.reset(token)
 
 
 def _inbound(method: str, params: Any, revision: str, carrier: Any, held: object) -> Inbound:

@@ -70,6 +70,8 @@ __all__ = [
     "DEFAULT_CACHE_BYTES",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_MAX_BODY_BYTES",
+    "LOOKUPS",
+    "LOOKUP_LIMIT",
     "MAX_FAILURE_BACKOFF",
     "MAX_TTL",
     "MIN_BODY_CAP",
@@ -78,6 +80,7 @@ __all__ = [
     "FetchFailed",
     "Fetched",
     "HttpsProfileResolver",
+    "Lookups",
     "ProfileResolver",
     "SharedProfileCache",
     "StaticResolver",
@@ -282,10 +285,7 @@ def _fetch_failure(parts: SplitResult, addresses: list[IPAddress], exc: httpx2.H
 
 
 LOOKUP_LIMIT: Final = 64
-"""Host names looked up at once, by every resolver in the process together."""
-_lookup_slots = threading.BoundedSemaphore(LOOKUP_LIMIT)
-_lookups: dict[tuple[str, int], concurrent.futures.Future[list[Any]]] = {}
-_lookups_lock = threading.Lock()
+"""Host names looked up at once, by every resolver in the process together (`LOOKUPS`)."""
 
 
 class _Busy(UcpError):
@@ -293,42 +293,65 @@ class _Busy(UcpError):
     against its URL (see `_fetch_and_remember`)."""
 
 
-def _look_up(host: str, port: int) -> concurrent.futures.Future[list[Any]]:
-    """The system resolver's answer for `host`, looked up in a thread of its own.
+class Lookups:
+    """Host-name lookups, each in a thread of its own, at most `limit` running at once.
 
     A lookup cannot be cancelled: a name whose DNS never answers holds its thread until
     the system resolver gives up, however soon the fetch timed out. In the event loop's
     default executor (a handful of threads, shared with the application) a few such names
     would stall every other lookup, and the application's own work. So each lookup gets a
     daemon thread (which never delays the interpreter's exit), concurrent lookups of one
-    name share it, and at most `LOOKUP_LIMIT` run at once: past that, a new name is
-    refused at once (`_Busy`) rather than queued behind the names that hang.
+    name share it, and at most `limit` run at once: past that, a new name is refused at
+    once (`profile_unreachable`) rather than queued behind the names that hang.
+
+    Every resolver shares `LOOKUPS` unless given its own (`HttpsProfileResolver(lookups=...)`,
+    e.g. a test's with a limit of one).
     """
-    key = (host, port)
-    with _lookups_lock:
-        future = _lookups.get(key)
-        if future is not None:
-            return future
-        if not _lookup_slots.acquire(blocking=False):
-            raise _Busy(PROFILE_UNREACHABLE, "the server is looking up too many profile hosts; try again")
-        future = concurrent.futures.Future()
-        future.set_running_or_notify_cancel()  # a waiter that gives up cannot cancel it for the others
-        _lookups[key] = future
 
-    def run() -> None:
-        try:
-            answer = partial(future.set_result, socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-        except BaseException as exc:  # handed to the waiting fetch, whatever it is
-            answer = partial(future.set_exception, exc)
-        # The slot is free before the answer is told: a caller that saw this lookup end must
-        # not be refused as busy because of it.
-        with _lookups_lock:
-            del _lookups[key]
-        _lookup_slots.release()
-        answer()
+    __slots__ = ("_lock", "_running", "limit")
 
-    threading.Thread(target=run, name="mcp-negotiation-lookup", daemon=True).start()
-    return future
+    def __init__(self, limit: int = LOOKUP_LIMIT) -> None:
+        if limit < 1:
+            raise ValueError("limit must be positive")
+        self.limit = limit
+        self._running: dict[tuple[str, int], concurrent.futures.Future[list[Any]]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> int:
+        """The lookups running now, each holding one of the `limit` slots until it is answered."""
+        return len(self._running)
+
+    def look_up(self, host: str, port: int) -> concurrent.futures.Future[list[Any]]:
+        """The system resolver's answer for `host` (`socket.getaddrinfo`), to come: the one
+        already running for it, if any. Its slot is free before the answer is told, so a
+        caller that saw the lookup end is never refused as busy because of it."""
+        key = (host, port)
+        with self._lock:
+            future = self._running.get(key)
+            if future is not None:
+                return future
+            if len(self._running) >= self.limit:
+                raise _Busy(PROFILE_UNREACHABLE, "the server is looking up too many profile hosts; try again")
+            future = concurrent.futures.Future()
+            future.set_running_or_notify_cancel()  # a waiter that gives up cannot cancel it for the others
+            self._running[key] = future
+
+        def run() -> None:
+            try:
+                answer = partial(future.set_result, socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+            except BaseException as exc:  # handed to the waiting fetch, whatever it is
+                answer = partial(future.set_exception, exc)
+            with self._lock:
+                del self._running[key]
+            answer()
+
+        threading.Thread(target=run, name="mcp-negotiation-lookup", daemon=True).start()
+        return future
+
+
+LOOKUPS: Final = Lookups()
+"""The lookups every resolver shares unless given its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,7 +436,11 @@ class HttpsProfileResolver:
     the cache and backoff, so tests can move time instead of waiting for it. `shared_cache`
     (e.g. a `shared_cache.RedisProfileCache`) lets the replicas of a fleet fetch each
     profile once per TTL between them; this resolver's own cache still answers first, so a
-    profile it holds fresh costs no round trip to the store.
+    profile it holds fresh costs no round trip to the store. `lookups` runs the host-name
+    lookups (default `LOOKUPS`, shared by every resolver: at most `LOOKUP_LIMIT` at once).
+    `http_client` (default `httpx2.AsyncClient`, as it is when the resolver is built) is
+    called as that class is, once per address tried, with the checked address already in
+    the URL: the tests give one that counts or refuses.
     """
 
     def __init__(
@@ -430,6 +457,8 @@ class HttpsProfileResolver:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         clock: Callable[[], float] = time.monotonic,
         shared_cache: SharedProfileCache | None = None,
+        lookups: Lookups = LOOKUPS,
+        http_client: Callable[..., httpx2.AsyncClient] | None = None,
     ) -> None:
         if max_body_bytes < MIN_BODY_CAP:
             raise ValueError(f"max_body_bytes must be at least {MIN_BODY_CAP}")
@@ -453,6 +482,8 @@ class HttpsProfileResolver:
         """Bytes the cache holds, as `_weight` counts them."""
         self._clock = clock
         self._shared = shared_cache
+        self._lookups = lookups
+        self._http_client = http_client if http_client is not None else httpx2.AsyncClient
         self._cache: OrderedDict[str, _Fresh | _Failed] = OrderedDict()
         self._inflight: dict[str, asyncio.Task[Profile]] = {}
 
@@ -551,7 +582,7 @@ class HttpsProfileResolver:
                 raise _invalid("the profile URL names a special-use address")
             return [literal]
         try:
-            infos = await asyncio.wrap_future(_look_up(host, port))
+            infos = await asyncio.wrap_future(self._lookups.look_up(host, port))
         except (OSError, UnicodeError):
             raise _invalid("the profile URL host does not resolve") from None
         addresses = list(
@@ -589,7 +620,7 @@ class HttpsProfileResolver:
             "User-Agent": "mcp-negotiation",
         }
         async with (
-            httpx2.AsyncClient(
+            self._http_client(
                 verify=self._ssl_context, timeout=self._timeout, follow_redirects=False, trust_env=False
             ) as client,
             client.stream("GET", target, headers=headers, extensions={"sni_hostname": host}) as response,
