@@ -243,7 +243,7 @@ def test_the_example_prints_its_narrowed_policy() -> None:
 
 
 @pytest.mark.anyio
-async def test_the_example_serves_legacy_clients_and_tells_modern_ones_where_to_go() -> None:
+async def test_the_example_serves_legacy_and_tells_modern_clients_where_to_go() -> None:
     example = stdio_params("era_requirements.py")
     async with Client(example, mode=MODERN) as client:
         with pytest.raises(MCPError) as refused:

@@ -51,7 +51,7 @@ RUNNERS = {
     "examples/bridge_agreement.py": "test_example_prints_the_agreement",
     "examples/bridge_proxy.py": "test_bridge_proxy_at_the_oldest_revision_cannot_relay_streaming",
     "examples/elicit_or_default.py": "test_elicit_or_default_asks_a_legacy_client_that_can_answer",
-    "examples/era_requirements.py": "test_the_example_serves_legacy_clients_and_tells_modern_ones_where_to_go",
+    "examples/era_requirements.py": "test_the_example_serves_legacy_and_tells_modern_clients_where_to_go",
     "examples/lowlevel_server.py": "test_lowlevel_server_answers_for_the_negotiated_revision",
     "examples/mcp1_server.py": "test_the_documented_1x_example_runs_over_stdio",
     "examples/minimal_server.py": "test_minimal_server_asks_only_clients_that_can_elicit",

@@ -17,7 +17,7 @@ from ..catalog import LISTINGS, REQUIRES_ATTRIBUTE, catalogued
 from ..client_log import report
 from ..negotiation import Negotiation, Negotiator
 from . import seams
-from .context import _current
+from .context import current
 
 __all__ = ["LISTINGS", "listed", "listing_call", "requirements"]
 
@@ -72,6 +72,6 @@ def listing_call(call_next: Any, owner: Any) -> Any:
     record published around it reads it."""
 
     async def call(ctx: Any) -> Any:
-        return await listed(ctx.method, await call_next(ctx), owner, _current.get())
+        return await listed(ctx.method, await call_next(ctx), owner, current.get())
 
     return call
