@@ -706,6 +706,9 @@ class Attribution:
         self.stack.pop()
 
     def downstream(self, call_next: Callable[..., Any]) -> Callable[..., Any]:
+        if getattr(call_next, "attributed", False):  # handed on by one library function to another
+            return call_next
+
         async def seen(*args: Any, **kwargs: Any) -> Any:
             self.enter(self.SDK)
             try:
@@ -713,17 +716,22 @@ class Attribution:
             finally:
                 self.leave()
 
+        seen.attributed = True  # type: ignore[attr-defined]
         return seen
 
     def wrap(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn):
-            takes_call_next = "call_next" in inspect.signature(fn).parameters
+            parameters = list(inspect.signature(fn).parameters)
+            # Where `call_next` comes, by position: not always last (`_decided(ctx, call_next, key, base)`).
+            at = parameters.index("call_next") if "call_next" in parameters else None
 
             async def coroutine(*args: Any, **kwargs: Any) -> Any:
                 self.enter(name)
                 try:
-                    if takes_call_next and args:
-                        args = (*args[:-1], self.downstream(args[-1]))
+                    if at is not None and len(args) > at:
+                        args = (*args[:at], self.downstream(args[at]), *args[at + 1 :])
+                    elif at is not None and "call_next" in kwargs:
+                        kwargs = {**kwargs, "call_next": self.downstream(kwargs["call_next"])}
                     return await fn(*args, **kwargs)
                 finally:
                     self.leave()

@@ -62,3 +62,46 @@ def test_the_instruction_count_runs_and_fills_its_table(tmp_path: Path) -> None:
         # A tools/call in memory is a million instructions or so; the library adds something to it.
         assert 200_000 < empty < 20_000_000, row
         assert library > empty, row
+
+
+ATTRIBUTED_CALL = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+import run
+from mcp import Client
+
+class Marks:  # callgrind's client requests, which only valgrind answers
+    def dump_stats_at(self, label):
+        pass
+
+async def main(key):
+    cost = next(cost for cost in run.COSTS if cost.key == key)
+    server = run._server(cost, "library")
+    attribution = run.Attribution(Marks())
+    attribution.install()
+    attribution.active = True
+    async with Client(server, mode=cost.path.mode) as client:
+        await run._calls(client, cost.path, 2)  # the first decided in full, the second a repeat
+    print(sorted(attribution.calls))
+
+asyncio.run(main(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("key", ["ucp-legacy", "ucp-modern"])
+def test_the_profile_wrappers_leave_a_call_as_it_was(key: str) -> None:
+    """`--profile`'s wrappers (`Attribution`) must not change what the library does: a
+    `call_next` taken to be a function's last argument once replaced `_decided`'s `base`,
+    so a UCP call decided in full under the wrappers was refused."""
+    done = subprocess.run(
+        [sys.executable, "-c", ATTRIBUTED_CALL, str(ROOT / "benchmarks"), key],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = done.stdout
+    for name in ("ucp.negotiate.negotiate_capabilities", "UcpAgreement.to_ucp_block", run.Attribution.SDK):
+        assert name in seen, seen
