@@ -5,6 +5,7 @@
 
     python3 dev.py nox -s bench -- --instructions        # only the instruction count; prints
     python3 dev.py nox -s bench -- --profile ucp-modern  # where one path's added instructions go
+    python3 dev.py nox -s bench -- --steps ucp-modern    # each step of that path's repeat, alone
 
 Four parts, in one run (HTTP servers and callgrind in processes of their own, everything
 else in this one):
@@ -671,6 +672,22 @@ def measure_instructions(
         ]
 
 
+LIBRARY = "mcp_negotiation"
+
+
+def library_members() -> Iterator[tuple[Any, str, Any]]:
+    """(owner, attribute, value): every attribute of the library's modules, and every member
+    of the classes they define in place of the class: what `Attribution` and `Replay` replace."""
+    modules = {name: module for name, module in sys.modules.items() if name.startswith(LIBRARY)}
+    for module in list(modules.values()):
+        for attribute, value in list(vars(module).items()):
+            if inspect.isclass(value) and value.__module__ in modules:
+                for member, found in list(vars(value).items()):
+                    yield value, member, found
+            else:
+                yield module, attribute, value
+
+
 class Attribution:
     """Which of the library's functions the instructions run under, for `--profile`.
 
@@ -749,32 +766,26 @@ class Attribution:
 
     def install(self) -> None:
         """Wrap every function and method defined in the library, wherever a module holds it."""
-        modules = {name: module for name, module in sys.modules.items() if name.startswith("mcp_negotiation")}
         wrapped: dict[int, Callable[..., Any]] = {}
 
         def wrapper(fn: Any) -> Any:
             if id(fn) not in wrapped:  # a class or function several modules import is wrapped once
                 wrapped[id(fn)] = self.wrap(
-                    fn, f"{fn.__module__.removeprefix('mcp_negotiation.')}.{fn.__qualname__}"
+                    fn, f"{fn.__module__.removeprefix(LIBRARY + '.')}.{fn.__qualname__}"
                 )
             return wrapped[id(fn)]
 
         def ours(value: Any) -> bool:
             made = value in wrapped.values()
-            return inspect.isfunction(value) and value.__module__ in modules and not made
+            return inspect.isfunction(value) and value.__module__.startswith(LIBRARY) and not made
 
-        for module in modules.values():
-            for attribute, value in list(vars(module).items()):
-                if inspect.isclass(value) and value.__module__ in modules:
-                    for method, member in list(vars(value).items()):
-                        if ours(member):
-                            setattr(value, method, wrapper(member))
-                        elif isinstance(member, staticmethod | classmethod) and ours(member.__func__):
-                            setattr(value, method, type(member)(wrapper(member.__func__)))
-                        elif isinstance(member, property) and ours(member.fget):
-                            setattr(value, method, property(wrapper(member.fget), member.fset, member.fdel))
-                elif ours(value):
-                    setattr(module, attribute, wrapper(value))
+        for owner, attribute, value in library_members():
+            if ours(value):
+                setattr(owner, attribute, wrapper(value))
+            elif isinstance(value, staticmethod | classmethod) and ours(value.__func__):
+                setattr(owner, attribute, type(value)(wrapper(value.__func__)))
+            elif isinstance(value, property) and ours(value.fget):
+                setattr(owner, attribute, property(wrapper(value.fget), value.fset, value.fdel))
 
 
 class LineAttribution:
@@ -930,6 +941,154 @@ def profile(key: str, calls: int, runs: int, warmup: int, collector: bool, top: 
     ]
     for name, added in sorted(by_c.items(), key=lambda item: -abs(item[1]))[:top]:
         out.append(f"| {added:+,.0f} | {name} |")
+    return "\n".join(out)
+
+
+UCP_STEPS = (
+    "sdk.middleware.NegotiationMiddleware._memoised",
+    "engine.Engine.memoised_scope",
+    "ucp.binding.named_in_arguments",
+    "ucp.binding.UcpNegotiator.fresh",
+    "telemetry.repeated",
+    "sdk.context._scoped_ucp",
+    "ucp.negotiate.UcpAgreement.to_ucp_block",
+    "sdk.context._entry_of",
+)
+STEPS = {
+    "legacy": ("sdk.seams.held", "engine.Engine.held_entry"),
+    "modern": ("engine.RepeatMemo.find", "telemetry.repeated"),
+    "ucp-legacy": ("sdk.seams.held", "engine.Engine.held_entry", "engine.Engine.held_for_ucp", *UCP_STEPS),
+    "ucp-modern": ("engine.RepeatMemo.find", *UCP_STEPS),
+}
+"""`--steps`: the library functions a repeat on each path calls, replayed one at a time. No
+OTel keys: a captured span has ended by the replay, and `add_link` on it returns at once."""
+STEP_REPEATS = 2_000
+MIDDLEWARE_CALL = "sdk.middleware.NegotiationMiddleware.__call__"
+
+
+class Replay:
+    """For `--steps`: the first call each named library function gets in one real request, its
+    arguments and `contextvars` context kept, so that callgrind can count it again alone: exact
+    where `Attribution`'s cuts (thousands of instructions each) leave an estimate."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = {*names, MIDDLEWARE_CALL}
+        self.seen: dict[str, tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], Any]] = {}
+        self.replaced: list[tuple[Any, str, Any]] = []
+
+    def spy(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        import contextvars
+
+        if inspect.iscoroutinefunction(fn):
+
+            async def coroutine(*args: Any, **kwargs: Any) -> Any:
+                self.seen.setdefault(name, (fn, args, kwargs, contextvars.copy_context()))
+                return await fn(*args, **kwargs)
+
+            return coroutine
+
+        def function(*args: Any, **kwargs: Any) -> Any:
+            self.seen.setdefault(name, (fn, args, kwargs, contextvars.copy_context()))
+            return fn(*args, **kwargs)
+
+        return function
+
+    def install(self) -> None:
+        """Spy on the named functions and methods, wherever a library module holds them."""
+
+        for owner, attribute, value in library_members():
+            if not inspect.isfunction(value):
+                continue
+            name = f"{value.__module__.removeprefix(LIBRARY + '.')}.{value.__qualname__}"
+            if name in self.names:
+                self.replaced.append((owner, attribute, value))
+                setattr(owner, attribute, self.spy(value, name))
+
+    def uninstall(self) -> None:
+        for owner, attribute, value in reversed(self.replaced):
+            setattr(owner, attribute, value)
+
+
+async def steps_child(key: str) -> None:
+    """Inside callgrind (`--steps-child`): one real repeat on `key`'s path with `Replay`
+    spying, then each step `STEP_REPEATS` times in its own context, and as many empty
+    turns of the loop, each dumped under its own label."""
+    import ctypes
+
+    marks = ctypes.CDLL(os.environ[MARKS_LIBRARY])
+    cost = next(cost for cost in COSTS if cost.key == key)
+    replay = Replay(STEPS[key])
+    async with Client(_server(cost, "library"), mode=cost.path.mode) as client:
+        await _calls(client, cost.path, 50)
+        replay.install()
+        try:
+            await _calls(client, cost.path, 1)  # a repeat
+        finally:
+            replay.uninstall()
+    _, (_, ctx, _), _, request = replay.seen[MIDDLEWARE_CALL]
+
+    def publish(entry: Any = (None, None)) -> None:  # what the middleware does around call_next
+        setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
+        current.reset(current.set(entry))
+
+    def nothing(first: object, second: object) -> None:
+        pass
+
+    partial_call = functools.partial(nothing, 1, 2)
+    bodies: list[tuple[str, Callable[[], object], Any]] = [
+        (name, functools.partial(fn, *args, **kwargs), context)
+        for name, (fn, args, kwargs, context) in replay.seen.items()
+        if name != MIDDLEWARE_CALL
+    ]
+    bodies += [
+        ("publish: the attribute on the SDK's context and a ContextVar set/reset", publish, request),
+        ("a ContextVar set/reset", lambda: current.reset(current.set(None)), request),
+        ("(a no-op called through a partial with two arguments: the call's own cost)", partial_call, request),
+    ]
+
+    def repeat(label: str, body: Callable[[], object]) -> None:
+        for _ in range(200):  # the interpreter specialises the first calls
+            body()
+        marks.start_instrumentation()
+        for count in (STEP_REPEATS, 0):
+            marks.zero_stats()
+            for _ in range(count):
+                body()
+            marks.dump_stats_at(f"{label} {count}".encode())
+        marks.stop_instrumentation()
+
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    for label, body, context in bodies:
+        context.run(repeat, label, body)
+
+
+def steps(key: str) -> str:
+    """`--steps`: the instructions each step of a repeat on `key`'s path costs, alone."""
+    with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
+        folder = Path(tmp)
+        env = {**os.environ, "PYTHONHASHSEED": "0", MARKS_LIBRARY: str(_build_marks(folder))}
+        command = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+        command += [f"--callgrind-out-file={folder / 'callgrind.%p'}", sys.executable]
+        command += [str(Path(__file__).resolve()), "--steps-child", key]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"the callgrind run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        counts: dict[str, dict[int, int]] = {}
+        for label, _, total in _dumps(folder):
+            step, repeats = label.rsplit(" ", 1)
+            counts.setdefault(step, {})[int(repeats)] = total
+    out = [
+        f"# One step at a time: a repeat on {key}, each step called {STEP_REPEATS:,} times with the",
+        "# arguments and context a real repeat gave it (less as many empty turns of the loop;",
+        "# each figure includes the call itself, see the last row)",
+        "",
+        "| instructions per call | step |",
+        "|--:|---|",
+    ]
+    for step, count in sorted(counts.items(), key=lambda item: item[1][0] - item[1][STEP_REPEATS]):
+        out.append(f"| {(count[STEP_REPEATS] - count[0]) / STEP_REPEATS:,.0f} | {step} |")
     return "\n".join(out)
 
 
@@ -1506,6 +1665,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--profile", choices=[cost.key for cost in COSTS], help="where one path's added instructions go"
     )
+    parser.add_argument("--steps", choices=sorted(STEPS), help="each step of one path's repeat, alone")
     parser.add_argument("--output", type=Path, help=f"where to write the table (default {RESULTS.name})")
     parser.add_argument("--path", action="append", help="only overhead paths whose name contains this")
     parser.add_argument("--no-otel", action="store_true", help="skip the overhead rows with the OTel SDK")
@@ -1525,6 +1685,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--callgrind-child", help=argparse.SUPPRESS)
     parser.add_argument("--attribute", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--steps-child", help=argparse.SUPPRESS)
     parser.add_argument("--serve", choices=sorted(SERVERS), help=argparse.SUPPRESS)
     parser.add_argument("--wrapped", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--otel", action="store_true", help=argparse.SUPPRESS)
@@ -1549,6 +1710,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         if args.attribute is not None:
             args.attribute.write_text(json.dumps(seen))
+        return
+    if args.steps_child:
+        asyncio.run(steps_child(args.steps_child))
+        return
+    if args.steps:
+        print(steps(args.steps))
         return
     if args.profile:
         print(profile(args.profile, args.calls, args.runs, args.warmup, args.collector))

@@ -105,3 +105,28 @@ def test_the_profile_wrappers_leave_a_call_as_it_was(key: str) -> None:
     seen = done.stdout
     for name in ("ucp.negotiate.negotiate_capabilities", "UcpAgreement.to_ucp_block", run.Attribution.SDK):
         assert name in seen, seen
+
+
+def test_the_steps_of_a_repeat_are_counted_one_at_a_time() -> None:
+    """`run.py --steps KEY` replays, under callgrind, each library function a repeat calls,
+    with the arguments a real repeat gave it: every step is found and costs something."""
+    missing = run.callgrind_missing()
+    if missing is not None:
+        pytest.skip(f"the step count needs valgrind and a C compiler: {missing}")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--steps", "legacy"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = dict(
+        reversed(line.strip("| ").split(" | ", 1))
+        for line in done.stdout.splitlines()
+        if line.startswith("| ") and line[2].isdigit()
+    )
+    for step in (*run.STEPS["legacy"], "a ContextVar set/reset"):
+        # A Python call costs hundreds of instructions; no step of a repeat costs a whole request.
+        assert 100 < int(rows[step].replace(",", "")) < 200_000, (step, rows)
