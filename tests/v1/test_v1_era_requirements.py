@@ -18,9 +18,9 @@ from mcp_negotiation.sdk.v1 import sdk_revisions
 pytestmark = pytest.mark.anyio
 
 NEWEST = sdk_revisions()[-1]
-needs_2025_11_25 = pytest.mark.skipif(
-    NEWEST != "2025-11-25", reason="tasks exist at 2025-11-25 only, which this release does not serve"
-)
+WITH_ELICITATION = [r for r in sdk_revisions() if r >= "2025-06-18"]
+"""What `elicitation` narrows a policy to on this release: 2025-06-18 and after (both ends of
+the 1.x range serve 2025-06-18, so these tests run on each)."""
 
 
 @contextmanager
@@ -32,25 +32,23 @@ def _target(kind: str, require: str) -> Iterator[Any]:
             yield url
 
 
-@needs_2025_11_25
 @pytest.mark.parametrize("kind", ["memory", "http"])
 async def test_a_legacy_client_of_a_left_out_revision_is_counter_offered_and_served(kind: str) -> None:
-    with _target(kind, "tasks") as target:
-        async with session(kind, target, "2025-06-18", {"tasks": {}}) as (client, init):
-            assert init.protocolVersion == "2025-11-25"
+    with _target(kind, "elicitation") as target:
+        async with session(kind, target, "2025-03-26", {"elicitation": {}}) as (client, init):
+            assert init.protocolVersion == NEWEST
             record = seen(await client.call_tool("negotiation", {}))
-    assert (record["protocol_version"], record["outcome"]) == ("2025-11-25", "counter_offered")
+    assert (record["protocol_version"], record["outcome"]) == (NEWEST, "counter_offered")
 
 
-@needs_2025_11_25
 async def test_a_stateless_legacy_request_of_a_left_out_revision_is_refused_32022() -> None:
-    server = build(Policy(required_capabilities=("elicitation.url",)), stateless=True)
-    error = (await stateless_call(server, "2025-06-18"))["error"]
+    server = build(Policy(required_capabilities=("elicitation",)), stateless=True)
+    error = (await stateless_call(server, "2025-03-26"))["error"]
     assert error["code"] == -32022
     assert error["data"] == {
-        "supported": ["2025-11-25"],
-        "requested": "2025-06-18",
-        "requiredCapabilities": {"elicitation": {"url": {}}},
+        "supported": WITH_ELICITATION[::-1],
+        "requested": "2025-03-26",
+        "requiredCapabilities": {"elicitation": {}},
     }
 
 
