@@ -32,7 +32,9 @@ def ensure_venv() -> None:
     if not (BIN / "uv").exists():
         venv.EnvBuilder(with_pip=True).create(BIN.parent)
         subprocess.run([BIN / "python", "-m", "pip", "install", "-q", "uv"], check=True)
-    uv = [BIN / "uv", "pip", "install", "-q", "--python", BIN / "python"]
+    # Compiled at install: where PYTHONDONTWRITEBYTECODE is set (as on CI), nothing would
+    # cache the bytecode, and every server the probe starts would compile `mcp` again.
+    uv = [BIN / "uv", "pip", "install", "-q", "--compile-bytecode", "--python", BIN / "python"]
     subprocess.run([*uv, *REQUIREMENTS], cwd=ROOT, check=True)
 
 
