@@ -316,25 +316,12 @@ def narrowing(rows: list[Row]) -> dict[str, Any] | None:
         data = row.error_data or {}
         required = data.get("requiredCapabilities")
         if row.error_code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(required, dict):
-            left_out[row.revision] = _leaf_names(required)
+            left_out[row.revision] = list(requirement_names(required) or ())
             listed = data.get("supported")
             supported.update(listed if isinstance(listed, list) else ())
     if not left_out:
         return None
     return {"left_out": left_out, "supported": list(revisions.known_revisions(supported))}
-
-
-def _leaf_names(required: Mapping[str, Any]) -> list[str]:
-    """The names a `requiredCapabilities` object was made from (see
-    `negotiation.required_capabilities_object`): its leaves, an extension by its identifier."""
-    names: list[str] = []
-    for key, value in required.items():
-        inner = value if isinstance(value, Mapping) else {}
-        if key in ("extensions", "experimental") and inner:
-            names += [name if key == "extensions" else f"{key}.{name}" for name in inner]
-        else:
-            names += [f"{key}.{name}" for name in _leaf_names(inner)] or [key]
-    return names
 
 
 def _render_narrowing(narrowed: dict[str, Any] | None) -> list[str]:
