@@ -16,6 +16,7 @@ from mcp_negotiation import Policy
 from mcp_negotiation.errors import NegotiationRefused, Refusal
 from mcp_negotiation.negotiation import Negotiator, required_at
 from mcp_negotiation.revisions import KNOWN, LEGACY
+from support.harness import envelope
 
 MODERN = "2026-07-28"
 TASKS_ONLY_AT = "2025-11-25"
@@ -25,13 +26,6 @@ def _refusal(call: Any) -> Refusal:
     with pytest.raises(NegotiationRefused) as raised:
         call()
     return raised.value.refusal
-
-
-def _envelope(revision: str = MODERN, caps: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": revision,
-        "io.modelcontextprotocol/clientCapabilities": caps or {},
-    }
 
 
 # --- The policy, with plain values -------------------------------------------------------------
@@ -111,7 +105,7 @@ def test_requirements_no_accepted_revision_can_meet_are_a_value_error(
 
 def test_a_modern_request_under_a_legacy_only_requirement_is_refused_32022() -> None:
     negotiator = Negotiator(Policy(required_capabilities=("tasks",)))
-    refusal = _refusal(lambda: negotiator.request(_envelope(caps={"tasks": {}})))
+    refusal = _refusal(lambda: negotiator.request(envelope(caps={"tasks": {}})))
     assert refusal.code == -32022
     assert refusal.message == (
         "Unsupported protocol version: 2026-07-28 (the server requires tasks, which 2026-07-28 does not have)"
@@ -158,7 +152,7 @@ def test_a_stateless_legacy_request_of_a_left_out_revision_lists_the_legacy_revi
 
 def test_advertising_all_lists_only_the_revisions_left() -> None:
     negotiator = Negotiator(Policy(required_capabilities=("roots.listChanged",), advertise="all"))
-    refusal = _refusal(lambda: negotiator.request(_envelope()))
+    refusal = _refusal(lambda: negotiator.request(envelope()))
     assert refusal.data is not None
     assert refusal.data["supported"] == list(reversed(LEGACY))
 
@@ -166,7 +160,7 @@ def test_advertising_all_lists_only_the_revisions_left() -> None:
 def test_an_unknown_or_bounded_out_revision_is_refused_as_before() -> None:
     negotiator = Negotiator(Policy(min_revision="2025-06-18", required_capabilities=("tasks",)))
     for requested in ("zzz", "2026-07-27"):
-        refusal = _refusal(lambda requested=requested: negotiator.request(_envelope(requested)))
+        refusal = _refusal(lambda requested=requested: negotiator.request(envelope(requested)))
         assert refusal.message == f"Unsupported protocol version: {requested}"
         assert refusal.data == {"supported": [TASKS_ONLY_AT], "requested": requested}
 

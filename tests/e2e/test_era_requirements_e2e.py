@@ -21,12 +21,12 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import Policy
 from mcp_negotiation.demo import build
-from mcp_negotiation.errors import NegotiationRefused, Refusal
 from mcp_negotiation.revisions import LEGACY
 from support.harness import (
     ROOT,
     RawRequest,
     demo_params,
+    envelope,
     initialize_params,
     legacy_session,
     open_streams,
@@ -38,19 +38,6 @@ from support.harness import (
 
 MODERN = "2026-07-28"
 TASKS_ONLY_AT = "2025-11-25"
-
-
-def _refusal(call: Any) -> Refusal:
-    with pytest.raises(NegotiationRefused) as raised:
-        call()
-    return raised.value.refusal
-
-
-def _envelope(revision: str = MODERN, caps: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": revision,
-        "io.modelcontextprotocol/clientCapabilities": caps or {},
-    }
 
 
 # --- End to end ---------------------------------------------------------------------------------
@@ -122,7 +109,7 @@ async def test_raw_legacy_initialize_under_a_modern_only_requirement_is_refused_
 async def test_raw_modern_request_under_a_legacy_only_requirement_is_refused_32022(kind: str) -> None:
     call = RawRequest(
         method="tools/call",
-        params={"name": "negotiation", "arguments": {}, "_meta": _envelope(caps={"tasks": {}})},
+        params={"name": "negotiation", "arguments": {}, "_meta": envelope(caps={"tasks": {}})},
     )
     with _target(kind, "tasks") as target:
         async with open_streams(kind, target) as streams, ClientSession(streams[0], streams[1]) as session:
@@ -142,7 +129,7 @@ async def test_raw_http_modern_post_under_a_legacy_only_requirement_is_400_32022
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
-        "params": {"name": "negotiation", "arguments": {}, "_meta": _envelope(caps={"tasks": {}})},
+        "params": {"name": "negotiation", "arguments": {}, "_meta": envelope(caps={"tasks": {}})},
     }
     headers = {
         **_HEADERS,

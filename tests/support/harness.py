@@ -92,6 +92,14 @@ def initialize_params(revision: str, capabilities: dict[str, Any], **extra: Any)
     }
 
 
+def envelope(revision: str = "2026-07-28", caps: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `_meta` a modern request carries: its revision and its client's capabilities."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": revision,
+        "io.modelcontextprotocol/clientCapabilities": caps or {},
+    }
+
+
 @asynccontextmanager
 async def legacy_session(
     streams: Any, revision: str, capabilities: dict[str, Any] | None = None, **extra: Any
