@@ -21,7 +21,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from .. import revisions, telemetry
 from ..client_log import report
-from ..engine import Decision, Engine, Inbound, Shape
+from ..engine import Decision, Engine, Inbound, Shape, UcpRepeat
 from ..negotiation import Negotiation, Negotiator, Policy, Transport
 from . import seams
 from .asgi import JUDGED_MARK
@@ -89,33 +89,32 @@ class NegotiationMiddleware:
         return await self._decided(ctx, call_next, key, base)
 
     def _memoised(self, ctx: ServerRequestContext[Any, Any], record: Negotiation) -> Entry | None:
-        """A repeat of a UCP call answered from the engine's memo without an await, counted as
-        a repeat (see `Engine.memoised_scope`); None leaves it to `_scoped`."""
+        """A repeat of a UCP call answered from the engine's memo without an await (see
+        `Engine.memoised_scope`); None leaves it to `_scoped`."""
         repeat = self.engine.memoised_scope(record, ctx.params)
-        if repeat is None or repeat.traced is None or not telemetry.repeated(repeat.traced):
-            return None
-        return repeat.published
+        return None if repeat is None else self._published(ctx, repeat, None)
 
     async def _scoped(
         self, ctx: ServerRequestContext[Any, Any], record: Negotiation, *, legacy: bool
     ) -> Entry | None:
-        """A repeat of a UCP call: its record scoped to the agreement found for this call, which
-        is traced per call; None when the agreement cannot be had (the call is decided in full).
-        `legacy`: the record is a session's, whose default profile (stdio) the call may use."""
+        """A repeat of a UCP call the memo did not answer: its record scoped to the agreement
+        found for this call; None when the agreement cannot be had (the call is decided in
+        full). `legacy`: the record is a session's, whose default profile (stdio) it may use."""
         started = time.perf_counter()
-        engine = self.engine
-        repeat = engine.memoised_scope(record, ctx.params)
-        if repeat is None:
-            default = seams.held(ctx, seams.UCP_STATE_KEY) if legacy else None
-            repeat = await engine.scoped_repeat(record, ctx.params, default)
-            if repeat is None:
-                return None
+        default = seams.held(ctx, seams.UCP_STATE_KEY) if legacy else None
+        repeat = await self.engine.scoped_repeat(record, ctx.params, default)
+        return None if repeat is None else self._published(ctx, repeat, started)
+
+    def _published(
+        self, ctx: ServerRequestContext[Any, Any], repeat: UcpRepeat, started: float | None
+    ) -> Entry:
+        """What a UCP repeat publishes, counted as a repeat of its trace, or traced per call
+        when it has none to link to (`started`: when its scoping began; None: just now)."""
         traced = repeat.traced
         if traced is None or not telemetry.repeated(traced):
             # (`record_negotiation` counts a repeat of a record it traced before, as `repeated`.)
-            repeat.traced = telemetry.record_negotiation(
-                ctx.method, repeat.published[0], self.policy, time.perf_counter() - started
-            )
+            took = 0.0 if started is None else time.perf_counter() - started
+            repeat.traced = telemetry.record_negotiation(ctx.method, repeat.published[0], self.policy, took)
         return repeat.published
 
     async def _decided(
