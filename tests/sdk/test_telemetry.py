@@ -74,8 +74,11 @@ class Otel:
     reader: InMemoryMetricReader | None
 
 
-@pytest.fixture(scope="session")
-def otel() -> Otel:
+@pytest.fixture(scope="module")
+def otel() -> Iterator[Otel]:
+    """The global providers (installed once per process), with this module's exporter, which
+    stops keeping spans when the module ends: the tests after it in the process (the byte
+    bounds' among them) must not find every span they make still held in memory."""
     exporter = InMemorySpanExporter()
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
@@ -91,7 +94,8 @@ def otel() -> Otel:
         meter_provider = MeterProvider(metric_readers=[reader])
         meter_provider._mcp_negotiation_reader = reader  # type: ignore[attr-defined]
         metrics.set_meter_provider(meter_provider)
-    return Otel(exporter, reader)
+    yield Otel(exporter, reader)
+    exporter.shutdown()
 
 
 @pytest.fixture
