@@ -59,6 +59,13 @@ EXEMPT: Final = frozenset({"server/discover", "ping"})
 """Methods a client may call without the policy's required capabilities, to learn them."""
 
 MEMO_SIZE: Final = 1_024
+LEARNED_TOOLS: Final = 16
+"""How many tool names one memoised UCP outcome learns a narrowed entry for (`UcpRepeat.learn`)."""
+MAX_TOOL_NAME: Final = 128
+"""The longest tool name learned: the specification asks tool names to be 1 to 128 characters."""
+LEARNED_BYTES: Final = LEARNED_TOOLS * (MAX_TOOL_NAME + 200)
+"""What a memoised UCP outcome may come to hold in learned names (each a string, its slot
+and a tuple shared with the narrowing cache), weighed when it is kept."""
 
 
 @dataclass(slots=True)
@@ -205,9 +212,14 @@ class UcpRepeat:
     the very profile it was agreed with (`platform`, held weakly: the resolver decides how
     long a profile lives), so that a repeated call costs one lookup and one `resolve`. The
     record is kept alive because it is keyed by identity. `traced` is set by the adapter.
+
+    `by_tool` is what the adapter learned to publish instead of `published` for a tool name:
+    the entry the tool's own decorator narrowed it to (`@requires_ucp`), so that a repeat is
+    published narrowed once rather than published and then narrowed again per call. It goes
+    with the agreement: a profile agreed afresh starts with nothing learned.
     """
 
-    __slots__ = ("platform", "published", "record", "traced")
+    __slots__ = ("by_tool", "platform", "published", "record", "traced")
 
     def __init__(
         self, record: Negotiation, platform: Profile | None, published: tuple[Negotiation, Negotiator]
@@ -216,6 +228,14 @@ class UcpRepeat:
         self.platform = weakref.ref(platform) if platform is not None else None
         self.published = published
         self.traced: Any = None
+        self.by_tool: dict[str, tuple[Negotiation, Negotiator]] = {}
+
+    def learn(self, tool: str, published: tuple[Negotiation, Negotiator]) -> None:
+        """Publish `published` for repeats calling `tool` from now on. The names learned are
+        those of tools that ran (the server's own), and at most `LEARNED_TOOLS` of them
+        (`LEARNED_BYTES` weighed for them when the memo kept this)."""
+        if len(self.by_tool) < LEARNED_TOOLS and len(tool) <= MAX_TOOL_NAME:
+            self.by_tool[tool] = published
 
 
 _ADVERTISED_IN: Final = {"initialize": "experimental", "server/discover": "extensions"}
@@ -416,7 +436,7 @@ class Engine:
             return None
         repeat = UcpRepeat(record, platform, (scoped, self.negotiator))
         if ucp.held_business(platform) and len(url) <= MAX_ENTRY_BYTES:
-            self.ucp_memo.put(key, repeat, len(url) + retained_size(record))
+            self.ucp_memo.put(key, repeat, len(url) + retained_size(record) + LEARNED_BYTES)
         return repeat
 
     async def with_ucp(self, decision: Decision, message: Inbound) -> Decision:

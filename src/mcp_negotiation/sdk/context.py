@@ -23,6 +23,7 @@ from typing import Any, TypeVar, cast
 from ..bounded import IdentityCache
 from ..catalog import REQUIRES_ATTRIBUTE
 from ..client_log import report
+from ..engine import UcpRepeat
 from ..errors import NoNegotiation, Refusal
 from ..negotiation import Negotiation, Negotiator, capability_names, retained_size, supports
 from ..revisions import ClientFeature, FeatureName
@@ -48,15 +49,46 @@ Set it only as they do (a token, reset after), e.g. to call `client_supports` ou
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+Entry = tuple[Negotiation, Negotiator]
 
 
-_narrowed: ContextVar[tuple[object, tuple[Negotiation, Negotiator]] | None] = ContextVar(
-    "mcp_negotiation.narrowed", default=None
-)
-"""Inside a `@requires_ucp` tool: (the request's entry, the same narrowed to the operation)."""
+class Narrowed(tuple[Negotiation, Negotiator]):
+    """An entry whose agreement `@requires_ucp` restricted to one operation, `root`.
+
+    It remembers the record it was narrowed from (`source`): a reader holding the request's
+    own entry (`_entry_of`) takes it as the narrower answer for that very request, and a
+    tool serving another operation narrows from `source` again.
+    """
+
+    source: Negotiation
+    root: str
+
+    @classmethod
+    def of(cls, entry: Entry, record: Negotiation, root: str) -> Narrowed:
+        narrowed = cls((record, entry[1]))
+        narrowed.source = entry[0]
+        narrowed.root = root
+        return narrowed
 
 
-def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
+class Learning(tuple[Negotiation, Negotiator]):
+    """What the middleware publishes for a repeated UCP call to a tool it has not yet seen
+    narrowed: should the tool's `@requires_ucp` narrow it, that is what the memoised outcome
+    publishes for this tool from then on (`UcpRepeat.learn`), and the decorator has nothing
+    left to do on a repeat."""
+
+    repeat: UcpRepeat
+    tool: str
+
+    @classmethod
+    def of(cls, repeat: UcpRepeat, tool: str) -> Learning:
+        learning = cls(repeat.published)
+        learning.repeat = repeat
+        learning.tool = tool
+        return learning
+
+
+def _entry_of(ctx: object) -> Entry | None:
     """The entry of the request `ctx` belongs to: the one left on its request context.
 
     The ContextVar's may be another request's: a worker task started by an earlier request
@@ -70,10 +102,11 @@ def _entry_of(ctx: object) -> tuple[Negotiation, Negotiator] | None:
     bound = seams.entry_bound_to(ctx)
     if bound is None or bound is entry:
         return entry
-    narrowed = _narrowed.get()
-    if narrowed is not None and narrowed[0] is bound and narrowed[1] is entry:
-        return entry
-    return cast("tuple[Negotiation, Negotiator]", bound)
+    if type(entry) is Narrowed and entry[1] is bound[1]:
+        source = bound.source if type(bound) is Narrowed else bound[0]
+        if entry.source is source:
+            return entry
+    return cast("Entry", bound)
 
 
 def negotiation_of(ctx: object = None) -> Negotiation:
@@ -123,13 +156,11 @@ class _Incompatible:
         self.result = result
 
 
-_NARROWED: IdentityCache[tuple[Negotiation, Negotiator]] = IdentityCache(4_096)
+_NARROWED: IdentityCache[Narrowed] = IdentityCache(4_096)
 """`_scoped_ucp`'s entries, by (record, negotiator, operation): a repeated call is one lookup."""
 
 
-def _scoped_ucp(
-    entry: tuple[Negotiation, Negotiator] | None, root: str
-) -> tuple[Negotiation, Negotiator] | _Incompatible:
+def _scoped_ucp(entry: Entry | None, root: str) -> Narrowed | _Incompatible:
     """`entry`'s record narrowed to one UCP operation, or the result refusing it."""
     if entry is not None and (known := _NARROWED.get(entry[0], entry[1], root)) is not None:
         return known
@@ -154,7 +185,7 @@ def _scoped_ucp(
             structured = offered.to_tool_result()
             return _Incompatible(tool_result(structured, json.dumps(structured)))
         raise_refusal(offered.to_refusal())
-    narrowed = with_agreement(entry[0], scoped), entry[1]
+    narrowed = Narrowed.of(entry, with_agreement(entry[0], scoped), root)
     _NARROWED.put(narrowed, entry[0], entry[1], root, size=retained_size(entry[0]))
     return narrowed
 
@@ -178,16 +209,23 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
         @functools.wraps(fn)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             entry = current.get()
-            scoped = _scoped_ucp(entry, root)
-            if isinstance(scoped, _Incompatible):
-                return scoped.result
-            token = current.set(scoped)
-            narrowed = _narrowed.set((entry, scoped))
-            try:
+            if type(entry) is Narrowed and entry.root == root:  # a repeat, published narrowed
+                scoped = entry
                 result = await fn(*args, **kwargs)
-            finally:
-                _narrowed.reset(narrowed)
-                current.reset(token)
+            else:
+                if type(entry) is Narrowed:  # for another operation: narrowed from its source
+                    entry = (entry.source, entry[1])
+                answer = _scoped_ucp(entry, root)
+                if isinstance(answer, _Incompatible):
+                    return answer.result
+                scoped = answer
+                if type(entry) is Learning:
+                    entry.repeat.learn(entry.tool, scoped)
+                token = current.set(scoped)
+                try:
+                    result = await fn(*args, **kwargs)
+                finally:
+                    current.reset(token)
             ucp_policy, agreement = scoped[1].policy.ucp, scoped[0].ucp
             if (
                 ucp_policy is not None

@@ -27,7 +27,7 @@ from . import seams
 from .asgi import JUDGED_MARK
 from .catalog import LISTINGS, listing_call
 from .compat import as_exception
-from .context import current
+from .context import Learning, current
 from .origin import NO_HEADERS, on_stdio, origin
 
 logger = logging.getLogger("mcp_negotiation")
@@ -109,13 +109,17 @@ class NegotiationMiddleware:
         self, ctx: ServerRequestContext[Any, Any], repeat: UcpRepeat, started: float | None
     ) -> Entry:
         """What a UCP repeat publishes, counted as a repeat of its trace, or traced per call
-        when it has none to link to (`started`: when its scoping began; None: just now)."""
+        when it has none to link to (`started`: when its scoping began; None: just now): for a
+        tool whose `@requires_ucp` narrowed it before, that narrowed entry (see `Learning`)."""
         traced = repeat.traced
         if traced is None or not telemetry.repeated(traced):
             # (`record_negotiation` counts a repeat of a record it traced before, as `repeated`.)
             took = 0.0 if started is None else time.perf_counter() - started
             repeat.traced = telemetry.record_negotiation(ctx.method, repeat.published[0], self.policy, took)
-        return repeat.published
+        tool = ctx.params.get("name") if type(ctx.params) is dict else None
+        if type(tool) is not str:
+            return repeat.published
+        return repeat.by_tool.get(tool) or Learning.of(repeat, tool)
 
     async def _decided(
         self,
