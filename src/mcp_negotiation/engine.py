@@ -257,10 +257,11 @@ class Engine:
 
     # --- the decision -----------------------------------------------------------------
 
-    def held_entry(self, held: object, method: str) -> tuple[Negotiation, Negotiator] | None:
-        """What to publish for a legacy session's message when its record, as held, is the whole
-        decision: made under today's reading of the date and this policy, not a handshake, and
-        no UCP call to scope. One identity test and a clock read; anything else goes to `decide`."""
+    def held_entry(self, held: object, method: str) -> tuple[Negotiation, Negotiator] | Negotiation | None:
+        """What to publish for a legacy session's message when its record, as held, decides it:
+        made under today's reading of the date and this policy, and not a handshake. For a UCP
+        call, the record alone: the call's agreement is still to be found (`memoised_scope`,
+        `scoped_repeat`). One identity test and a clock read; None sends the message to `decide`."""
         negotiator = self.negotiator
         withdrawals = negotiator.withdrawals
         if (
@@ -268,9 +269,8 @@ class Engine:
             and held.withheld is withdrawals.current  # (`Withdrawals.stands_for`, inline: per request)
             and withdrawals.monotonic() < withdrawals.until
             and method != "initialize"  # a handshake again is negotiated as one
-            and (self.ucp is None or method != "tools/call")
         ):
-            return held, negotiator
+            return held if self.ucp is not None and method == "tools/call" else (held, negotiator)
         return None
 
     def decide(self, message: Inbound, base: Negotiation | None = None) -> Decision:
@@ -383,13 +383,6 @@ class Engine:
             session_id=message.session_id,
         )
         return Decision("serve", record, handshake=True)
-
-    def held_for_ucp(self, held: object, method: str) -> Negotiation | None:
-        """A legacy session's record for a UCP call, when only the call's agreement is left to
-        find (see `held_entry`, which leaves those calls out)."""
-        if self.ucp is None or method != "tools/call" or type(held) is not Negotiation:
-            return None
-        return held if self.negotiator.withdrawals.stands_for(held) else None
 
     def memoised_scope(self, record: Negotiation, params: Any) -> UcpRepeat | None:
         """A repeated UCP call's memoised outcome (see `scoped_repeat`), when the resolver tells

@@ -15,6 +15,7 @@ from mcp_negotiation.bounded import MAX_ENTRY_BYTES
 from mcp_negotiation.engine import Engine, Inbound
 from mcp_negotiation.errors import Refusal
 from mcp_negotiation.negotiation import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
+from mcp_negotiation.ucp import StaticResolver, UcpPolicy
 
 MODERN = "2026-07-28"
 
@@ -176,6 +177,19 @@ def test_a_session_record_is_published_as_held_until_the_day_or_policy_changes()
     assert engine.held_entry(record, "initialize") is None  # a handshake again is decided as one
     other = Engine(Policy(withhold=("sampling",)))
     assert other.held_entry(record, "tools/list") is None  # made under another policy: decide
+
+
+def test_a_session_record_for_a_ucp_call_is_handed_back_alone_for_its_agreement_to_be_found() -> None:
+    version = "2026-04-08"
+    checkout = {"dev.ucp.shopping.checkout": [{"version": version}]}
+    shop = {"ucp": {"version": version, "capabilities": checkout}}
+    engine = Engine(Policy(ucp=UcpPolicy(business_profile=shop, resolver=StaticResolver({}))))
+    record = handshake(engine).record
+    assert engine.held_entry(record, "tools/call") is record
+    assert engine.held_entry(record, "tools/list") == (record, engine.negotiator)
+    plain = Engine(Policy())
+    held = handshake(plain).record
+    assert plain.held_entry(held, "tools/call") == (held, plain.negotiator)  # no UCP: nothing to find
 
 
 @pytest.mark.parametrize("method", ["server/discover", "ping"])

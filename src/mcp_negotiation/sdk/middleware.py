@@ -62,10 +62,11 @@ class NegotiationMiddleware:
             # (A tuple: the in-process dispatcher takes whatever revision an envelope names, a list
             # even, which no set could hash.)
             if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
-                held = seams.held(ctx)
-                entry = engine.held_entry(held, ctx.method)
-                if entry is None and (record := engine.held_for_ucp(held, ctx.method)) is not None:
-                    entry = self._memoised(ctx, record) or await self._scoped(ctx, record, legacy=True)
+                held = engine.held_entry(seams.held(ctx), ctx.method)
+                if isinstance(held, Negotiation):  # a UCP call: its agreement is still to be found
+                    entry = self._memoised(ctx, held) or await self._scoped(ctx, held, legacy=True)
+                else:
+                    entry = held
             elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
                 stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
                 key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
