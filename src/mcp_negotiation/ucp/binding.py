@@ -149,10 +149,12 @@ def named_in_arguments(params: Any) -> str | None:
     answers with, whatever else the call or its session names: a UCP call's repeat finds
     its profile URL with these few lookups, and validates it only when it was not seen before.
     """
-    arguments = params.get("arguments") if type(params) is dict else None
-    meta = arguments.get("meta") if type(arguments) is dict else None
-    agent = meta.get("ucp-agent") if type(meta) is dict else None
-    url = agent.get("profile") if type(agent) is dict else None
+    if type(params) is not dict:
+        return None
+    try:  # (subscripts: on the path of every repeated UCP call, cheaper than four `get`s)
+        url = params["arguments"]["meta"]["ucp-agent"]["profile"]
+    except (KeyError, TypeError):  # absent, or not an object (a list, a string)
+        return None
     return url if type(url) is str else None
 
 
