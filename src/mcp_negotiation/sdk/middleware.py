@@ -59,14 +59,15 @@ class NegotiationMiddleware:
         engine = self.engine
         key = base = entry = None
         if ctx.request is None:  # off HTTP, a repeat is one lookup and a publish
-            # (A tuple: the in-process dispatcher takes whatever revision an envelope names, a list
-            # even, which no set could hash.)
+            # (`LEGACY`, a tuple: the in-process dispatcher takes any revision, an unhashable list even.)
             if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
                 held = engine.held_entry(seams.held(ctx), ctx.method)
-                if isinstance(held, Negotiation):  # a UCP call: its agreement is still to be found
-                    entry = self._memoised(ctx, held) or await self._scoped(ctx, held, legacy=True)
-                else:
+                if not isinstance(held, Negotiation):
                     entry = held
+                elif (scope := engine.memoised_scope(held, ctx.params)) is not None:  # a UCP call
+                    entry = self._published(ctx, scope, None)
+                else:
+                    entry = await self._scoped(ctx, held, legacy=True)
             elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
                 stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
                 key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
@@ -74,9 +75,10 @@ class NegotiationMiddleware:
                     pass
                 elif repeat.traced is not None:
                     entry = repeat.published if telemetry.repeated(repeat.traced) else None
-                else:  # a UCP call: only its negotiation is memoised
-                    base = repeat.published[0]
-                    entry = self._memoised(ctx, base) or await self._scoped(ctx, base, legacy=False)
+                elif (scope := engine.memoised_scope(base := repeat.published[0], ctx.params)) is not None:
+                    entry = self._published(ctx, scope, None)  # a UCP call: its negotiation memoised
+                else:
+                    entry = await self._scoped(ctx, base, legacy=False)
             if entry is not None:
                 try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
                     setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
@@ -89,18 +91,13 @@ class NegotiationMiddleware:
                     current.reset(token)
         return await self._decided(ctx, call_next, key, base)
 
-    def _memoised(self, ctx: ServerRequestContext[Any, Any], record: Negotiation) -> Entry | None:
-        """A repeat of a UCP call answered from the engine's memo without an await (see
-        `Engine.memoised_scope`); None leaves it to `_scoped`."""
-        repeat = self.engine.memoised_scope(record, ctx.params)
-        return None if repeat is None else self._published(ctx, repeat, None)
-
     async def _scoped(
         self, ctx: ServerRequestContext[Any, Any], record: Negotiation, *, legacy: bool
     ) -> Entry | None:
-        """A repeat of a UCP call the memo did not answer: its record scoped to the agreement
-        found for this call; None when the agreement cannot be had (the call is decided in
-        full). `legacy`: the record is a session's, whose default profile (stdio) it may use."""
+        """A repeat of a UCP call the memo did not answer (`Engine.memoised_scope`, which answers
+        without an await): its record scoped to the agreement found for this call; None when
+        the agreement cannot be had (the call is decided in full). `legacy`: the record is a
+        session's, whose default profile (stdio) it may use."""
         started = time.perf_counter()
         default = seams.held(ctx, seams.UCP_STATE_KEY) if legacy else None
         repeat = await self.engine.scoped_repeat(record, ctx.params, default)
