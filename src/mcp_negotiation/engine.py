@@ -389,12 +389,16 @@ class Engine:
         without I/O that it would answer the call's profile URL with the very profile the
         outcome was agreed with; else None, for `scoped_repeat`."""
         url = named_in_arguments(params)
-        if url is None or self.ucp is None:
+        fresh = self.ucp.resolver_fresh if self.ucp is not None else None
+        if url is None or fresh is None:
             return None
         known = self.ucp_memo.get((id(record), url))
         if known is None or known.platform is None:
             return None
-        platform = self.ucp.fresh(url)  # (a URL the memo holds was validated before)
+        try:
+            platform = fresh(url)  # (a URL the memo holds was validated before)
+        except Exception:  # pluggable code: `scoped_repeat`'s `resolve` then answers, and reports
+            return None
         return known if platform is not None and known.platform() is platform else None
 
     async def scoped_repeat(

@@ -256,7 +256,9 @@ class UcpNegotiator:
         self._agreements: BoundedCache[str, tuple[weakref.ref[Profile], Profile, UcpAgreement]] = (
             BoundedCache(_AGREEMENT_CACHE)
         )
-        self._fresh: Callable[[str], Profile | None] | None = getattr(policy.fetcher, "fresh", None)
+        self.resolver_fresh: Callable[[str], Profile | None] | None = getattr(policy.fetcher, "fresh", None)
+        """The resolver's `fresh`, when it has one (see `ProfileResolver`): pluggable code, which
+        may raise. Called directly on every repeated UCP call (`Engine.memoised_scope`)."""
 
     async def for_call(
         self, record: Negotiation, params: Any, headers: Mapping[str, str], *, session_default: Any = None
@@ -278,14 +280,6 @@ class UcpNegotiator:
         """`record` with the agreement with the platform at `url` (whose profile, when given,
         the resolver has just answered); raises `UcpError` on failure."""
         return with_agreement(record, await self.agree(url, platform))
-
-    def fresh(self, url: str) -> Profile | None:
-        """The resolver's profile for `url`, a URL it validated before, when it can tell
-        without I/O that `resolve` would answer it now (see `ProfileResolver`); else None."""
-        try:
-            return self._fresh(url) if self._fresh is not None else None
-        except Exception:  # pluggable code: `resolve` then answers, and reports its own failures
-            return None
 
     async def resolved(self, url: str) -> Profile:
         """The resolver's profile for the valid profile URL `url`, as it answers now; raises `UcpError`."""
