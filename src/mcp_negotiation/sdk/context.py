@@ -29,6 +29,7 @@ from ..negotiation import Negotiation, Negotiator, capability_names, retained_si
 from ..revisions import ClientFeature, FeatureName
 from ..ucp.binding import with_agreement
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
+from ..ucp.negotiate import UcpAgreement
 from . import seams
 from .compat import raise_refusal, tool_result
 
@@ -62,12 +63,17 @@ class Narrowed(tuple[Negotiation, Negotiator]):
 
     source: Negotiation
     root: str
+    agreement: UcpAgreement
+    stamp: bool
+    """Whether a dict result gets the `ucp` block (`UcpPolicy.stamp_results`), known here once."""
 
     @classmethod
-    def of(cls, entry: Entry, record: Negotiation, root: str) -> Narrowed:
-        narrowed = cls((record, entry[1]))
+    def of(cls, entry: Entry, agreement: UcpAgreement, root: str) -> Narrowed:
+        narrowed = cls((with_agreement(entry[0], agreement), entry[1]))
         narrowed.source = entry[0]
         narrowed.root = root
+        narrowed.agreement = agreement
+        narrowed.stamp = entry[1].policy.ucp is not None and entry[1].policy.ucp.stamp_results
         return narrowed
 
 
@@ -185,7 +191,7 @@ def _scoped_ucp(entry: Entry | None, root: str) -> Narrowed | _Incompatible:
             structured = offered.to_tool_result()
             return _Incompatible(tool_result(structured, json.dumps(structured)))
         raise_refusal(offered.to_refusal())
-    narrowed = Narrowed.of(entry, with_agreement(entry[0], scoped), root)
+    narrowed = Narrowed.of(entry, scoped, root)
     _NARROWED.put(narrowed, entry[0], entry[1], root, size=retained_size(entry[0]))
     return narrowed
 
@@ -226,15 +232,8 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
                     result = await fn(*args, **kwargs)
                 finally:
                     current.reset(token)
-            ucp_policy, agreement = scoped[1].policy.ucp, scoped[0].ucp
-            if (
-                ucp_policy is not None
-                and ucp_policy.stamp_results
-                and agreement is not None
-                and isinstance(result, dict)
-                and "ucp" not in result
-            ):
-                result = {**result, "ucp": agreement.to_ucp_block(root)}
+            if scoped.stamp and isinstance(result, dict) and "ucp" not in result:
+                result = {**result, "ucp": scoped.agreement.to_ucp_block(root)}
             return result
 
         return cast(_F, wrapper)
