@@ -948,16 +948,16 @@ UCP_STEPS = (
     "sdk.middleware.NegotiationMiddleware._memoised",
     "engine.Engine.memoised_scope",
     "ucp.binding.named_in_arguments",
-    "ucp.binding.UcpNegotiator.fresh",
+    "ucp.resolver.StaticResolver.fresh",
     "telemetry.repeated",
-    "sdk.context._scoped_ucp",
+    "sdk.middleware.NegotiationMiddleware._published",
     "ucp.negotiate.UcpAgreement.to_ucp_block",
     "sdk.context._entry_of",
 )
 STEPS = {
     "legacy": ("sdk.seams.held", "engine.Engine.held_entry"),
     "modern": ("engine.RepeatMemo.find", "telemetry.repeated"),
-    "ucp-legacy": ("sdk.seams.held", "engine.Engine.held_entry", "engine.Engine.held_for_ucp", *UCP_STEPS),
+    "ucp-legacy": ("sdk.seams.held", "engine.Engine.held_entry", *UCP_STEPS),
     "ucp-modern": ("engine.RepeatMemo.find", *UCP_STEPS),
 }
 """`--steps`: the library functions a repeat on each path calls, replayed one at a time. No
