@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import uvicorn
@@ -162,13 +163,14 @@ def ucp_server(wrapped: bool) -> MCPServer:
     if wrapped:
         return build_shop(StaticResolver(PLATFORMS))
     server = MCPServer("ucp-shop")
-    extensions = ["dev.ucp.shopping.checkout", "dev.ucp.shopping.discount", "dev.ucp.shopping.fulfillment"]
-    block = {"version": V, "capabilities": {name: [{"version": V}] for name in extensions}}
+    names = ("dev.ucp.shopping.checkout", "dev.ucp.shopping.discount", "dev.ucp.shopping.fulfillment")
+    agreed = MappingProxyType(dict.fromkeys(names, V))
+    block = {"version": V, "capabilities": {name: [{"version": V}] for name in agreed}}
 
     @server.tool()
     async def create_checkout(items: list[str], ctx: Context) -> dict[str, Any]:
-        """Open a checkout."""
-        return {"items": items, "status": "incomplete", "extensions": extensions, "ucp": block}
+        """Open a checkout: the shop's own work (sorting what was agreed) as the example does it."""
+        return {"items": items, "status": "incomplete", "extensions": sorted(agreed), "ucp": block}
 
     return server
 
@@ -1522,7 +1524,8 @@ def render(
         "  `negotiate(server, Policy())`. UCP rows use `examples/ucp_shop.py`'s `build()` with a",
         "  `StaticResolver` (the platform profile is always served from memory) and calls carrying",
         '  `arguments.meta["ucp-agent"].profile`; its unwrapped twin is the same tool without the',
-        "  library, answering the same document.",
+        "  library, answering the same document and doing the same work of its own (sorting the",
+        "  agreed capabilities' names), so that *added* is only the library's.",
         '- Client: the SDK\'s `mcp.Client`; in-memory legacy is `Client(server, mode="legacy")`',
         '  (JSON-RPC over memory streams), in-memory modern `Client(server, mode="2026-07-28")` (the',
         "  SDK's direct dispatcher), both servers and clients in this process; HTTP is uvicorn on",
