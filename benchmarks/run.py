@@ -966,6 +966,8 @@ STEPS = {
 OTel keys: a captured span has ended by the replay, and `add_link` on it returns at once."""
 STEP_REPEATS = 2_000
 MIDDLEWARE_CALL = "sdk.middleware.NegotiationMiddleware.__call__"
+WHOLE = "the library's middleware, whole, on this repeat (its call_next returning at once)"
+EMPTY_WHOLE = "an empty SDK middleware (only calls the next), the same way"
 
 
 class Replay:
@@ -1027,7 +1029,7 @@ async def steps_child(key: str) -> None:
             await _calls(client, cost.path, 1)  # a repeat
         finally:
             replay.uninstall()
-    _, (_, ctx, _), _, request = replay.seen[MIDDLEWARE_CALL]
+    _, (middleware, ctx, _), _, request = replay.seen[MIDDLEWARE_CALL]
 
     def publish(entry: Any = (None, None)) -> None:  # what the middleware does around call_next
         setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
@@ -1037,6 +1039,24 @@ async def steps_child(key: str) -> None:
         pass
 
     partial_call = functools.partial(nothing, 1, 2)
+
+    async def returned(ctx: Any) -> None:  # the rest of the chain, at once
+        return None
+
+    async def empty(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+        return await call_next(ctx)
+
+    def driven(chain: Callable[[Any, Any], Any]) -> Callable[[], None]:
+        def drive() -> None:  # a repeat awaits nothing but `call_next`: one `send` runs it whole
+            coroutine = chain(ctx, returned)
+            try:
+                coroutine.send(None)
+            except StopIteration:
+                return
+            coroutine.close()
+            raise RuntimeError("the middleware awaited something besides call_next on a repeat")
+
+        return drive
     bodies: list[tuple[str, Callable[[], object], Any]] = [
         (name, functools.partial(fn, *args, **kwargs), context)
         for name, (fn, args, kwargs, context) in replay.seen.items()
@@ -1045,6 +1065,8 @@ async def steps_child(key: str) -> None:
     bodies += [
         ("publish: the attribute on the SDK's context and a ContextVar set/reset", publish, request),
         ("a ContextVar set/reset", lambda: current.reset(current.set(None)), request),
+        (WHOLE, driven(middleware), request),
+        (EMPTY_WHOLE, driven(empty), request),
         ("(a no-op called through a partial with two arguments: the call's own cost)", partial_call, request),
     ]
 
@@ -1089,8 +1111,13 @@ def steps(key: str) -> str:
         "| instructions per call | step |",
         "|--:|---|",
     ]
-    for step, count in sorted(counts.items(), key=lambda item: item[1][0] - item[1][STEP_REPEATS]):
-        out.append(f"| {(count[STEP_REPEATS] - count[0]) / STEP_REPEATS:,.0f} | {step} |")
+    per_call = {step: (count[STEP_REPEATS] - count[0]) / STEP_REPEATS for step, count in counts.items()}
+    for step, figure in sorted(per_call.items(), key=lambda item: -item[1]):
+        out.append(f"| {figure:,.0f} | {step} |")
+    out.append(
+        f"| **{per_call[WHOLE] - per_call[EMPTY_WHOLE]:,.0f}** | **the middleware's own cost on this repeat"
+        " (the two rows above less each other: no SDK, no tool)** |"
+    )
     return "\n".join(out)
 
 
