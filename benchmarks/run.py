@@ -78,10 +78,11 @@ from mcp.server.mcpserver import Context, MCPServer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
-from mcp_negotiation import Policy, negotiate  # noqa: E402
-from mcp_negotiation.negotiation import Negotiator, supports  # noqa: E402
+from mcp_negotiation import Policy, negotiate, telemetry  # noqa: E402
+from mcp_negotiation.negotiation import Negotiation, Negotiator, supports  # noqa: E402
+from mcp_negotiation.revisions import LEGACY as LEGACY_REVISIONS  # noqa: E402
 from mcp_negotiation.sdk import seams  # noqa: E402
-from mcp_negotiation.sdk.context import client_supports, current  # noqa: E402
+from mcp_negotiation.sdk.context import client_supports, current, requires_ucp  # noqa: E402
 from mcp_negotiation.ucp import Profile, StaticResolver, negotiate_capabilities, parse_ucp_agent  # noqa: E402
 from ucp_shop import build as build_shop  # noqa: E402
 
@@ -968,6 +969,9 @@ STEP_REPEATS = 2_000
 MIDDLEWARE_CALL = "sdk.middleware.NegotiationMiddleware.__call__"
 WHOLE = "the library's middleware, whole, on this repeat (its call_next returning at once)"
 EMPTY_WHOLE = "an empty SDK middleware (only calls the next), the same way"
+STEPS_ALONE = "the same repeat's library calls and publish alone, as a middleware (no branches), the same way"
+TOOL_DECORATED = "a tool returning a dict at once, under @requires_ucp (the entry published as on a repeat)"
+TOOL_BARE = "the same tool undecorated"
 
 
 class Replay:
@@ -1046,6 +1050,28 @@ async def steps_child(key: str) -> None:
     async def empty(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
         return await call_next(ctx)
 
+    engine = middleware.engine
+
+    async def steps_alone(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+        """The library functions this repeat calls, in order, and the publish: the middleware
+        without the branches that tell one path from another (see `STEPS_ALONE`)."""
+        if ctx.protocol_version in LEGACY_REVISIONS:
+            entry = engine.held_entry(seams.held(ctx), ctx.method)
+        else:
+            _, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, False)
+            entry = repeat.published
+            if repeat.traced is not None:
+                telemetry.repeated(repeat.traced)
+        if key.startswith("ucp"):
+            record = entry if key == "ucp-legacy" else entry[0]
+            entry = middleware.repeat_entry(ctx, engine.memoised_scope(record, ctx.params), None)
+        setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
+        token = current.set(entry)
+        try:
+            return await call_next(ctx)
+        finally:
+            current.reset(token)
+
     def driven(chain: Callable[[Any, Any], Any]) -> Callable[[], None]:
         def drive() -> None:  # a repeat awaits nothing but `call_next`: one `send` runs it whole
             coroutine = chain(ctx, returned)
@@ -1067,8 +1093,11 @@ async def steps_child(key: str) -> None:
         ("a ContextVar set/reset", lambda: current.reset(current.set(None)), request),
         (WHOLE, driven(middleware), request),
         (EMPTY_WHOLE, driven(empty), request),
+        (STEPS_ALONE, driven(steps_alone), request),
         ("(a no-op called through a partial with two arguments: the call's own cost)", partial_call, request),
     ]
+    if key.startswith("ucp"):
+        bodies += _tool_side(middleware, ctx, request)
 
     def repeat(label: str, body: Callable[[], object]) -> None:
         for _ in range(200):  # the interpreter specialises the first calls
@@ -1086,6 +1115,41 @@ async def steps_child(key: str) -> None:
     gc.disable()
     for label, body, context in bodies:
         context.run(repeat, label, body)
+
+
+def _tool_side(middleware: Any, ctx: Any, request: Any) -> list[tuple[str, Callable[[], object], Any]]:
+    """For a UCP repeat's `--steps`: what `@requires_ucp` adds to a tool that returns a dict at
+    once (the published entry's check, the stamped block), against the same tool undecorated,
+    in the request's context with the entry the middleware publishes for the shop's tool."""
+    from ucp_shop import CHECKOUT
+
+    engine = middleware.engine
+    held = engine.held_entry(seams.held(ctx), ctx.method)
+    if isinstance(held, Negotiation):
+        record = held
+    else:
+        record = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, False)[1].published[0]
+    entry = middleware.repeat_entry(ctx, engine.memoised_scope(record, ctx.params), None)
+    published = request.copy()
+    published.run(current.set, entry)
+
+    async def tool() -> dict[str, Any]:
+        return {"status": "incomplete"}
+
+    def driven(fn: Callable[[], Any]) -> Callable[[], None]:
+        def drive() -> None:
+            try:
+                fn().send(None)
+            except StopIteration:
+                return
+            raise RuntimeError("the tool awaited something")
+
+        return drive
+
+    return [
+        (TOOL_DECORATED, driven(requires_ucp(CHECKOUT)(tool)), published),
+        (TOOL_BARE, driven(tool), published),
+    ]
 
 
 def steps(key: str) -> str:
@@ -1116,8 +1180,17 @@ def steps(key: str) -> str:
         out.append(f"| {figure:,.0f} | {step} |")
     out.append(
         f"| **{per_call[WHOLE] - per_call[EMPTY_WHOLE]:,.0f}** | **the middleware's own cost on this repeat"
-        " (the two rows above less each other: no SDK, no tool)** |"
+        " (the library's whole less the empty one: no SDK, no tool)** |"
     )
+    out.append(
+        f"| **{per_call[STEPS_ALONE] - per_call[EMPTY_WHOLE]:,.0f}** | **of which its steps alone"
+        " (the calls and the publish, less the empty one)** |"
+    )
+    if TOOL_DECORATED in per_call:
+        out.append(
+            f"| **{per_call[TOOL_DECORATED] - per_call[TOOL_BARE]:,.0f}** | **what @requires_ucp adds to the"
+            " tool (its check of the published entry, the stamped block)** |"
+        )
     return "\n".join(out)
 
 

@@ -65,7 +65,7 @@ class NegotiationMiddleware:
                 if not isinstance(held, Negotiation):
                     entry = held
                 elif (scope := engine.memoised_scope(held, ctx.params)) is not None:  # a UCP call
-                    entry = self._published(ctx, scope, None)
+                    entry = self.repeat_entry(ctx, scope, None)
                 else:
                     entry = await self._scoped(ctx, held, legacy=True)
             elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
@@ -76,7 +76,7 @@ class NegotiationMiddleware:
                 elif repeat.traced is not None:
                     entry = repeat.published if telemetry.repeated(repeat.traced) else None
                 elif (scope := engine.memoised_scope(base := repeat.published[0], ctx.params)) is not None:
-                    entry = self._published(ctx, scope, None)  # a UCP call: its negotiation memoised
+                    entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
                 else:
                     entry = await self._scoped(ctx, base, legacy=False)
             if entry is not None:
@@ -101,9 +101,9 @@ class NegotiationMiddleware:
         started = time.perf_counter()
         default = seams.held(ctx, seams.UCP_STATE_KEY) if legacy else None
         repeat = await self.engine.scoped_repeat(record, ctx.params, default)
-        return None if repeat is None else self._published(ctx, repeat, started)
+        return None if repeat is None else self.repeat_entry(ctx, repeat, started)
 
-    def _published(
+    def repeat_entry(
         self, ctx: ServerRequestContext[Any, Any], repeat: UcpRepeat, started: float | None
     ) -> Entry:
         """What a UCP repeat publishes, counted as a repeat of its trace, or traced per call
