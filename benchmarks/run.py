@@ -948,10 +948,8 @@ def profile(key: str, calls: int, runs: int, warmup: int, collector: bool, top: 
 
 
 UCP_STEPS = (
-    "sdk.middleware.NegotiationMiddleware._memoised",
     "engine.Engine.memoised_scope",
     "ucp.binding.named_in_arguments",
-    "ucp.resolver.StaticResolver.fresh",
     "telemetry.repeated",
     "sdk.middleware.NegotiationMiddleware._published",
     "ucp.negotiate.UcpAgreement.to_ucp_block",
