@@ -163,7 +163,8 @@ class _Incompatible:
 
 
 _NARROWED: IdentityCache[Narrowed] = IdentityCache(4_096)
-"""`_scoped_ucp`'s entries, by (record, negotiator, operation): a repeated call is one lookup."""
+"""`_scoped_ucp`'s entries, by (record, negotiator, operation): a call the middleware did not
+publish narrowed (over HTTP, or the first of a tool under a memoised outcome) is one lookup."""
 
 
 def _scoped_ucp(entry: Entry | None, root: str) -> Narrowed | _Incompatible:
