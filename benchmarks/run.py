@@ -951,7 +951,7 @@ UCP_STEPS = (
     "engine.Engine.memoised_scope",
     "ucp.binding.named_in_arguments",
     "telemetry.repeated",
-    "sdk.middleware.NegotiationMiddleware._published",
+    "sdk.middleware.NegotiationMiddleware.repeat_entry",
     "ucp.negotiate.UcpAgreement.to_ucp_block",
     "sdk.context._entry_of",
 )
