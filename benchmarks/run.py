@@ -158,11 +158,12 @@ PLATFORM_URL = next(iter(PLATFORMS))
 UCP_ARGS = {"items": ["tea"], "meta": {"ucp-agent": {"profile": PLATFORM_URL}}}
 
 
-def ucp_server(wrapped: bool) -> MCPServer:
+def ucp_server(wrapped: bool, stamp: bool = True) -> MCPServer:
     """The example shop (StaticResolver: the profile is always served from memory), or the
-    same tool with no library: it answers the same shape, so both responses weigh the same."""
+    same tool with no library: it answers the same shape, so both responses weigh the same.
+    `stamp`: results carry the `ucp` block (`UcpPolicy.stamp_results`), on both sides."""
     if wrapped:
-        return build_shop(StaticResolver(PLATFORMS))
+        return build_shop(StaticResolver(PLATFORMS), stamp_results=stamp)
     server = MCPServer("ucp-shop")
     names = ("dev.ucp.shopping.checkout", "dev.ucp.shopping.discount", "dev.ucp.shopping.fulfillment")
     agreed = MappingProxyType(dict.fromkeys(names, V))
@@ -171,12 +172,18 @@ def ucp_server(wrapped: bool) -> MCPServer:
     @server.tool()
     async def create_checkout(items: list[str], ctx: Context) -> dict[str, Any]:
         """Open a checkout: the shop's own work (sorting what was agreed) as the example does it."""
-        return {"items": items, "status": "incomplete", "extensions": sorted(agreed), "ucp": block}
+        answer = {"items": items, "status": "incomplete", "extensions": sorted(agreed)}
+        return {**answer, "ucp": block} if stamp else answer
 
     return server
 
 
-SERVERS.update({f.__name__: f for f in (plain_server, ucp_server)})
+def ucp_server_unstamped(wrapped: bool) -> MCPServer:
+    """`ucp_server` without `stamp_results`: what a UCP repeat costs besides the stamped block."""
+    return ucp_server(wrapped, stamp=False)
+
+
+SERVERS.update({f.__name__: f for f in (plain_server, ucp_server, ucp_server_unstamped)})
 
 
 @contextmanager
@@ -478,6 +485,20 @@ COSTS = (
     Cost("ucp-legacy", _path("UCP cached · in-memory · legacy"), False, 25_000),
     Cost("ucp-modern", _path("UCP cached · in-memory · modern"), False, 25_000),
     Cost("ucp-modern-otel", _path("UCP cached · in-memory · modern"), True, 35_000),
+    Cost(
+        "ucp-legacy-unstamped",
+        BenchPath(
+            "UCP cached · in-memory · legacy, results not stamped",
+            "memory",
+            "legacy",
+            ucp_server_unstamped,
+            "create_checkout",
+            UCP_ARGS,
+            otel=(False,),
+        ),
+        False,
+        25_000,
+    ),
 )
 VARIANTS = ("empty", "library")
 """The server with an empty SDK middleware in place of the library, and with the library."""
@@ -610,14 +631,13 @@ def run_counted(
     folder: Path,
     attribute: bool = False,
 ) -> None:
-    """Run the costs `keys` under callgrind, one process per OpenTelemetry setting, side by
-    side (an SDK, once configured, stays for the process); their dumps land in `folder`."""
+    """Run the costs `keys` under callgrind, one process per cost, side by side; their dumps
+    land in `folder`. A process of its own (an OpenTelemetry SDK, once configured, stays for
+    the process anyway): measured after other paths in the same process, a path's count
+    moved by several thousand instructions with the heap those paths left."""
     env = {**os.environ, "PYTHONHASHSEED": "0", MARKS_LIBRARY: str(_build_marks(folder))}
     children: list[tuple[subprocess.Popen[bytes], Any]] = []
-    for otel in (False, True):
-        group = [cost.key for cost in COSTS if cost.key in keys and cost.otel == otel]
-        if not group:
-            continue
+    for group in ([cost.key] for cost in COSTS if cost.key in keys):
         command = [
             "valgrind",
             "--tool=callgrind",
@@ -1669,7 +1689,7 @@ def render(
         "- Instructions per call: valgrind's callgrind counts the instructions the CPU executes, so",
         "  other load on the machine does not change them. `run.py --instructions` starts this script",
         "  under `valgrind --tool=callgrind --instr-atstart=no` with `PYTHONHASHSEED=0`, one process",
-        "  without and one with the OpenTelemetry SDK (configured as above). For each path it opens",
+        "  per path, with or without the OpenTelemetry SDK (configured as above). For its path it opens",
         "  the in-memory client of each server (the library's, and the same server with an SDK",
         "  middleware that only calls the next, placed where the library's goes), makes the same",
         "  warm-up calls uninstrumented, collects, freezes and disables the garbage collector, then",
@@ -1681,8 +1701,9 @@ def render(
         "  clock still moves a run's count now and then (for one, the negotiator re-reads the date",
         "  every 60 seconds and the memo of repeats expires with it: under callgrind, where a call",
         "  takes ~50 times longer, that lands in the counted runs far more often than in a real",
-        "  server). The median leaves such runs out, and two runs of the command agree within a",
-        "  few hundred instructions per call.",
+        "  server). The median leaves such runs out, and two runs of the command agree within about",
+        "  1,000 instructions per call; where a process lays its heap out still moves a path's",
+        "  count by a few thousand (see the section above), so a target is judged by its steps.",
         "- INFO logging is disabled (for both servers alike); warnings and errors still print.",
         "- The machine may be shared: the load average is printed above, and the *range* column shows",
         "  how much one round can differ from another.",

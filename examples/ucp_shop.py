@@ -30,12 +30,14 @@ OLDER_PROFILES = {"2026-01-23": Path(__file__).with_name("ucp") / "business_prof
 CHECKOUT = "dev.ucp.shopping.checkout"
 
 
-def build(resolver: ProfileResolver | None = None, *, legacy_meta: bool = False) -> MCPServer:
+def build(
+    resolver: ProfileResolver | None = None, *, legacy_meta: bool = False, stamp_results: bool = True
+) -> MCPServer:
     ucp = UcpPolicy(
         business_profile=BUSINESS_PROFILE,
         supported_profiles=OLDER_PROFILES,
         resolver=resolver,
-        stamp_results=True,
+        stamp_results=stamp_results,
         legacy_meta=legacy_meta,
     )
     server = negotiate(MCPServer("ucp-shop"), Policy(ucp=ucp))
