@@ -63,7 +63,6 @@ class Narrowed(tuple[Negotiation, Negotiator]):
 
     source: Negotiation
     root: str
-    agreement: UcpAgreement
     stamp: bool
     """Whether a dict result gets the `ucp` block (`UcpPolicy.stamp_results`), known here once."""
 
@@ -72,7 +71,6 @@ class Narrowed(tuple[Negotiation, Negotiator]):
         narrowed = cls((with_agreement(entry[0], agreement), entry[1]))
         narrowed.source = entry[0]
         narrowed.root = root
-        narrowed.agreement = agreement
         narrowed.stamp = entry[1].policy.ucp is not None and entry[1].policy.ucp.stamp_results
         return narrowed
 
@@ -233,8 +231,9 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
                     result = await fn(*args, **kwargs)
                 finally:
                     current.reset(token)
-            if scoped.stamp and isinstance(result, dict) and "ucp" not in result:
-                result = {**result, "ucp": scoped.agreement.to_ucp_block(root)}
+            ucp = scoped[0].ucp  # (a narrowed record's agreement: never None)
+            if scoped.stamp and ucp is not None and isinstance(result, dict) and "ucp" not in result:
+                result = {**result, "ucp": ucp.to_ucp_block(root)}
             return result
 
         return cast(_F, wrapper)
