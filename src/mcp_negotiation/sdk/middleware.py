@@ -22,17 +22,15 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from .. import revisions, telemetry
 from ..client_log import report
 from ..engine import Decision, Engine, Inbound, Shape, UcpRepeat
-from ..negotiation import Negotiation, Negotiator, Policy, Transport
+from ..negotiation import Negotiation, Policy, Transport
 from . import seams
 from .asgi import JUDGED_MARK
 from .catalog import LISTINGS, listing_call
 from .compat import as_exception
-from .context import Learning, current
+from .context import Entry, Learning, current
 from .origin import NO_HEADERS, on_stdio, origin
 
 logger = logging.getLogger("mcp_negotiation")
-
-Entry = tuple[Negotiation, Negotiator]
 
 
 class NegotiationMiddleware:
