@@ -79,7 +79,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 from mcp_negotiation import Policy, negotiate, telemetry  # noqa: E402
-from mcp_negotiation.negotiation import Negotiation, Negotiator, supports  # noqa: E402
+from mcp_negotiation.negotiation import Negotiator, supports  # noqa: E402
 from mcp_negotiation.revisions import LEGACY as LEGACY_REVISIONS  # noqa: E402
 from mcp_negotiation.sdk import seams  # noqa: E402
 from mcp_negotiation.sdk.context import client_supports, current, requires_ucp  # noqa: E402
@@ -1091,16 +1091,8 @@ async def steps_child(key: str) -> None:
             current.reset(token)
 
     def driven(chain: Callable[[Any, Any], Any]) -> Callable[[], None]:
-        def drive() -> None:  # a repeat awaits nothing but `call_next`: one `send` runs it whole
-            coroutine = chain(ctx, returned)
-            try:
-                coroutine.send(None)
-            except StopIteration:
-                return
-            coroutine.close()
-            raise RuntimeError("the middleware awaited something besides call_next on a repeat")
+        return _driven(lambda: chain(ctx, returned))
 
-        return drive
     bodies: list[tuple[str, Callable[[], object], Any]] = [
         (name, functools.partial(fn, *args, **kwargs), context)
         for name, (fn, args, kwargs, context) in replay.seen.items()
@@ -1115,7 +1107,7 @@ async def steps_child(key: str) -> None:
         ("(a no-op called through a partial with two arguments: the call's own cost)", partial_call, request),
     ]
     if key.startswith("ucp"):
-        bodies += _tool_side(middleware, ctx, request)
+        bodies += _tool_side(seams.entry_bound_to(ctx), request)
 
     def repeat(label: str, body: Callable[[], object]) -> None:
         for _ in range(200):  # the interpreter specialises the first calls
@@ -1135,38 +1127,37 @@ async def steps_child(key: str) -> None:
         context.run(repeat, label, body)
 
 
-def _tool_side(middleware: Any, ctx: Any, request: Any) -> list[tuple[str, Callable[[], object], Any]]:
+def _driven(start: Callable[[], Any]) -> Callable[[], None]:
+    """`start`'s coroutine run whole by one `send`: a repeat awaits nothing but what returns
+    at once, so anything else it awaits is a mistake of the replay's, raised."""
+
+    def drive() -> None:
+        coroutine = start()
+        try:
+            coroutine.send(None)
+        except StopIteration:
+            return
+        coroutine.close()
+        raise RuntimeError("a replayed repeat awaited something that does not return at once")
+
+    return drive
+
+
+def _tool_side(entry: Any, request: Any) -> list[tuple[str, Callable[[], object], Any]]:
     """For a UCP repeat's `--steps`: what `@requires_ucp` adds to a tool that returns a dict at
     once (the published entry's check, the stamped block), against the same tool undecorated,
-    in the request's context with the entry the middleware publishes for the shop's tool."""
+    in the request's context with `entry`, what the middleware published on the repeat."""
     from ucp_shop import CHECKOUT
 
-    engine = middleware.engine
-    held = engine.held_entry(seams.held(ctx), ctx.method)
-    if isinstance(held, Negotiation):
-        record = held
-    else:
-        record = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, False)[1].published[0]
-    entry = middleware.repeat_entry(ctx, engine.memoised_scope(record, ctx.params), None)
     published = request.copy()
     published.run(current.set, entry)
 
     async def tool() -> dict[str, Any]:
         return {"status": "incomplete"}
 
-    def driven(fn: Callable[[], Any]) -> Callable[[], None]:
-        def drive() -> None:
-            try:
-                fn().send(None)
-            except StopIteration:
-                return
-            raise RuntimeError("the tool awaited something")
-
-        return drive
-
     return [
-        (TOOL_DECORATED, driven(requires_ucp(CHECKOUT)(tool)), published),
-        (TOOL_BARE, driven(tool), published),
+        (TOOL_DECORATED, _driven(requires_ucp(CHECKOUT)(tool)), published),
+        (TOOL_BARE, _driven(tool), published),
     ]
 
 
