@@ -18,17 +18,18 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import run  # noqa: E402
 
 
-def _bench(out: Path, *options: str) -> str:
-    """What `run.py *options` wrote to `out` (it must succeed)."""
+def _python(*arguments: str, timeout: int = 600) -> str:
+    """What `python *arguments` printed, run from the repository (it must succeed)."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), *options, "--output", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        check=False,
+        [sys.executable, *arguments], capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def _bench(out: Path, *options: str) -> str:
+    """What `run.py *options` wrote to `out` (it must succeed)."""
+    _python(str(ROOT / "benchmarks" / "run.py"), *options, "--output", str(out))
     return out.read_text(encoding="utf-8")
 
 
@@ -93,16 +94,7 @@ def test_the_profile_wrappers_leave_a_call_as_it_was(key: str) -> None:
     """`--profile`'s wrappers (`Attribution`) must not change what the library does: a
     `call_next` taken to be a function's last argument once replaced `_decided`'s `base`,
     so a UCP call decided in full under the wrappers was refused."""
-    done = subprocess.run(
-        [sys.executable, "-c", ATTRIBUTED_CALL, str(ROOT / "benchmarks"), key],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = done.stdout
+    seen = _python("-c", ATTRIBUTED_CALL, str(ROOT / "benchmarks"), key, timeout=300)
     for name in ("ucp.negotiate.negotiate_capabilities", "UcpAgreement.to_ucp_block", run.Attribution.SDK):
         assert name in seen, seen
 
@@ -113,18 +105,10 @@ def test_the_steps_of_a_repeat_are_counted_one_at_a_time() -> None:
     missing = run.callgrind_missing()
     if missing is not None:
         pytest.skip(f"the step count needs valgrind and a C compiler: {missing}")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--steps", "legacy"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    printed = _python(str(ROOT / "benchmarks" / "run.py"), "--steps", "legacy")
     rows = dict(
         reversed(line.strip("| ").split(" | ", 1))
-        for line in done.stdout.splitlines()
+        for line in printed.splitlines()
         if line.startswith("| ") and line[2].isdigit()
     )
     for step in (*run.STEPS["legacy"], "a ContextVar set/reset"):
