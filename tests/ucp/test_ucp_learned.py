@@ -21,7 +21,7 @@ from mcp_negotiation.negotiation import NO_HEADERS
 from mcp_negotiation.sdk.middleware import NegotiationMiddleware
 from mcp_negotiation.sdk.seams import middleware_list
 from mcp_negotiation.ucp import StaticResolver, UcpPolicy
-from support.harness import structured
+from support.harness import envelope, structured
 from ucp_shop import BUSINESS_PROFILE, CHECKOUT
 
 pytestmark = pytest.mark.anyio
@@ -117,11 +117,7 @@ async def test_a_name_registered_again_for_another_operation_is_narrowed_for_it(
 async def test_what_a_memoised_outcome_learns_is_bounded_in_names_and_length() -> None:
     resolver = StaticResolver({URL: _document(CHECKOUT)})
     eng = engine.Engine(Policy(ucp=UcpPolicy(business_profile=BUSINESS_PROFILE, resolver=resolver)))
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "learned", "version": "1"},
-    }
+    meta = {**envelope(), "io.modelcontextprotocol/clientInfo": {"name": "learned", "version": "1"}}
     record = eng.negotiator.request(meta, transport="memory", headers=NO_HEADERS, check_required=True)
     repeat = await eng.scoped_repeat(record, {"arguments": ARGS})
     assert repeat is not None
