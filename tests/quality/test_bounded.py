@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from mcp.server.mcpserver import MCPServer
 
 from mcp_negotiation import Policy, frozen_json, telemetry
 from mcp_negotiation.bounded import MAX_CACHE_BYTES, MAX_ENTRY_BYTES, BoundedCache, IdentityCache
@@ -209,19 +210,46 @@ def _call(i: int, entries: int = ENTRIES) -> dict[str, Any]:
 
 
 async def _retained(send: Callable[[int], Awaitable[None]], count: int) -> list[int]:
-    """Bytes still allocated after gc, once after `count` distinct calls and once after 3 × `count`.
+    """Bytes still allocated after gc, once after `count` distinct calls and once after 3 × `count`."""
 
-    tracemalloc is started by the caller, and three calls first warm up every lazy import,
-    memo and pool, so what is left after them is what the calls themselves left behind."""
-    for i in range(3):
-        await send(-1 - i)
-    retained = []
-    for start, stop in ((0, count), (count, 3 * count)):
-        for i in range(start, stop):
+    async def one_by_one(ids: range) -> None:
+        for i in ids:
             await send(i)
+
+    return await _retained_by_batch(one_by_one, count)
+
+
+async def _retained_by_batch(batch: Callable[[range], Awaitable[None]], count: int) -> list[int]:
+    """Bytes still allocated after gc, once after a batch of `count` distinct calls and once after
+    another of 2 × `count`.
+
+    tracemalloc is started by the caller, and a batch of three calls first warms up every lazy
+    import, memo and pool, so what is left after them is what the calls themselves left behind."""
+    await batch(range(-3, 0))
+    retained = []
+    for ids in (range(count), range(count, 3 * count)):
+        await batch(ids)
         gc.collect()
         retained.append(tracemalloc.get_traced_memory()[0])
     return retained
+
+
+def _served_by_batch(
+    server: MCPServer, send: Callable[[str, int], Awaitable[None]]
+) -> Callable[[range], Awaitable[None]]:
+    """Each batch sent to a uvicorn server of its own (of the one `server`), stopped before the
+    batch returns.
+
+    The SDK ends a session's task only after its DELETE has been answered, so a batch measured
+    while its server runs may still hold its last session's envelope. Once the server has
+    stopped every session task has ended: what stays is what `server` and the library kept."""
+
+    async def batch(ids: range) -> None:
+        with serve_http(server.streamable_http_app()) as url:
+            for i in ids:
+                await send(url, i)
+
+    return batch
 
 
 @pytest.fixture
@@ -259,28 +287,26 @@ async def test_multi_megabyte_envelopes_and_sessions_are_kept_nowhere_over_http(
     """Modern calls with ~2.8 MB envelopes over streamable HTTP, and legacy sessions whose
     `initialize` carried such a map, each closed (DELETE): nothing of them stays."""
     server = build_shop(StaticResolver({PLATFORM: PLATFORM_PROFILE}))
-    with serve_http(server.streamable_http_app()) as url:
+
+    async def call(url: str, i: int) -> None:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": _call(i)}
+        headers = {**HTTP_HEADERS, "mcp-method": "tools/call", "mcp-name": "negotiated"}
         async with httpx2.AsyncClient(timeout=60) as http:
+            served = await http.post(url, json=body, headers=headers)
+        assert served.status_code == 200, served.text[:500]
+        assert "structuredContent" in served.text[-2_000:]
 
-            async def call(i: int) -> None:
-                body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": _call(i)}
-                headers = {**HTTP_HEADERS, "mcp-method": "tools/call", "mcp-name": "negotiated"}
-                served = await http.post(url, json=body, headers=headers)
-                assert served.status_code == 200, served.text[:500]
-                assert "structuredContent" in served.text[-2_000:]
+    async def session(url: str, i: int) -> None:
+        caps = _envelope(i)[CLIENT_CAPABILITIES_KEY]
+        async with (
+            open_streams("http", url) as streams,
+            legacy_session(streams, "2025-11-25", caps) as (s, _),
+        ):
+            served = await s.call_tool("negotiated", {"meta": {"ucp-agent": {"profile": PLATFORM}}})
+            assert served.structured_content is not None
 
-            modern = await _retained(call, 2)
-
-        async def session(i: int) -> None:
-            caps = _envelope(i)[CLIENT_CAPABILITIES_KEY]
-            async with (
-                open_streams("http", url) as streams,
-                legacy_session(streams, "2025-11-25", caps) as (s, _),
-            ):
-                served = await s.call_tool("negotiated", {"meta": {"ucp-agent": {"profile": PLATFORM}}})
-                assert served.structured_content is not None
-
-        legacy = await _retained(session, 2)
+    modern = await _retained_by_batch(_served_by_batch(server, call), 2)
+    legacy = await _retained_by_batch(_served_by_batch(server, session), 2)
     assert modern[1] - modern[0] < ENVELOPE_BYTES
     assert legacy[1] - legacy[0] < ENVELOPE_BYTES
 

@@ -74,6 +74,8 @@ def serve_http(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+    if thread.is_alive():  # what a caller does after the server stops may rely on it having stopped
+        raise AssertionError("uvicorn did not stop within 30 s")
 
 
 class RawRequest(types.Request[dict[str, Any], str]):
