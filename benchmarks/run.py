@@ -74,12 +74,13 @@ import uvicorn
 from mcp import Client
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
+from opentelemetry.trace import NonRecordingSpan
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 from mcp_negotiation import Policy, negotiate, telemetry  # noqa: E402
-from mcp_negotiation.negotiation import Negotiator, supports  # noqa: E402
+from mcp_negotiation.negotiation import Negotiation, Negotiator, supports  # noqa: E402
 from mcp_negotiation.revisions import LEGACY as LEGACY_REVISIONS  # noqa: E402
 from mcp_negotiation.sdk import seams  # noqa: E402
 from mcp_negotiation.sdk.context import client_supports, current, requires_ucp  # noqa: E402
@@ -988,6 +989,7 @@ MIDDLEWARE_CALL = "sdk.middleware.NegotiationMiddleware.__call__"
 WHOLE = "the library's middleware, whole, on this repeat (its call_next returning at once)"
 EMPTY_WHOLE = "an empty SDK middleware (only calls the next), the same way"
 STEPS_ALONE = "the same repeat's library calls and publish alone, as a middleware (no branches), the same way"
+WRITTEN_OUT = "the same repeat written out in one function (no library call between its steps), the same way"
 TOOL_DECORATED = "a tool returning a dict at once, under @requires_ucp (the entry published as on a repeat)"
 TOOL_BARE = "the same tool undecorated"
 
@@ -1070,19 +1072,49 @@ async def steps_child(key: str) -> None:
 
     engine = middleware.engine
 
-    async def steps_alone(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+    async def steps_alone(ctx: Any, call_next: Callable[[Any], Any], written_out: bool = False) -> Any:
         """The library functions this repeat calls, in order, and the publish: the middleware
-        without the branches that tell one path from another (see `STEPS_ALONE`)."""
-        if ctx.protocol_version in LEGACY_REVISIONS:
-            entry = engine.held_entry(seams.held(ctx), ctx.method)
+        without the branches that tell one path from another (see `STEPS_ALONE`).
+
+        `written_out` (UCP legacy): the same steps with no library call between them, each
+        what the library's does: the SDK's connection state read in place (`seams.held`'s
+        private names), the record's check, the profile URL, the memo lookup, the resolver's
+        word, the link's check, the count and the tool's learned entry. No layering of these
+        steps costs less (`WRITTEN_OUT`); a replay that is not a memoised repeat is raised."""
+        if written_out:
+            state = getattr(getattr(getattr(ctx, "session", None), "_connection", None), "state", None)
+            held = state.get(seams.STATE_KEY) if type(state) is dict else None
+            withdrawals = engine.negotiator.withdrawals
+            if not (
+                type(held) is Negotiation
+                and held.withheld is withdrawals.current
+                and withdrawals.monotonic() < withdrawals.until
+                and ctx.method == "tools/call"
+            ):
+                raise RuntimeError("the replayed call is not a repeat of a session's UCP call")
+            params = ctx.params
+            url = params["arguments"]["meta"]["ucp-agent"]["profile"]
+            known = engine.ucp_memo.get((id(held), url))
+            fresh = engine.ucp.resolver_fresh
+            if known is None or known.platform is None or fresh(url) is not known.platform():
+                raise RuntimeError("the replayed call's agreement is not memoised")
+            if telemetry.SPAN_SOURCE is not None:
+                parent = telemetry.SPAN_SOURCE[0].get().get(telemetry.SPAN_SOURCE[1])
+                if parent is not None and type(parent) is not NonRecordingSpan and parent.is_recording():
+                    parent.add_link(known.traced.context)
+            known.traced.count()
+            entry = known.by_tool.get(params["name"]) or known.published
         else:
-            _, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, False)
-            entry = repeat.published
-            if repeat.traced is not None:
-                telemetry.repeated(repeat.traced)
-        if key.startswith("ucp"):
-            record = entry if key == "ucp-legacy" else entry[0]
-            entry = middleware.repeat_entry(ctx, engine.memoised_scope(record, ctx.params), None)
+            if ctx.protocol_version in LEGACY_REVISIONS:
+                entry = engine.held_entry(seams.held(ctx), ctx.method)
+            else:
+                _, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, False)
+                entry = repeat.published
+                if repeat.traced is not None:
+                    telemetry.repeated(repeat.traced)
+            if key.startswith("ucp"):
+                record = entry if key == "ucp-legacy" else entry[0]
+                entry = middleware.repeat_entry(ctx, engine.memoised_scope(record, ctx.params), None)
         setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
         token = current.set(entry)
         try:
@@ -1106,6 +1138,8 @@ async def steps_child(key: str) -> None:
         (STEPS_ALONE, driven(steps_alone), request),
         ("(a no-op called through a partial with two arguments: the call's own cost)", partial_call, request),
     ]
+    if key == "ucp-legacy":
+        bodies.append((WRITTEN_OUT, _driven(lambda: steps_alone(ctx, returned, written_out=True)), request))
     if key.startswith("ucp"):
         bodies += _tool_side(seams.entry_bound_to(ctx), request)
 
@@ -1195,6 +1229,11 @@ def steps(key: str) -> str:
         f"| **{per_call[STEPS_ALONE] - per_call[EMPTY_WHOLE]:,.0f}** | **of which its steps alone"
         " (the calls and the publish, less the empty one)** |"
     )
+    if WRITTEN_OUT in per_call:
+        out.append(
+            f"| **{per_call[WRITTEN_OUT] - per_call[EMPTY_WHOLE]:,.0f}** | **the same steps written out"
+            " (no call between them, less the empty one): what no layering of them goes under** |"
+        )
     if TOOL_DECORATED in per_call:
         out.append(
             f"| **{per_call[TOOL_DECORATED] - per_call[TOOL_BARE]:,.0f}** | **what @requires_ucp adds to the"
