@@ -9,12 +9,18 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import Policy
 from mcp_negotiation.demo import build
+from mcp_negotiation.engine import Engine
+from mcp_negotiation.ucp import StaticResolver
 from support.harness import legacy_session, open_streams, serve_http, structured
+from ucp_shop import CHECKOUT
+from ucp_shop import build as build_shop
 
 pytestmark = pytest.mark.anyio
+UCP_V = "2026-04-08"
 
 ENVELOPE = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -205,3 +211,63 @@ async def test_a_stateless_ping_is_answered_at_any_revision() -> None:
                 await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
             ).json()
     assert answer == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+def _decisions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The methods of the messages every `Engine` decides from now on (the server runs in this
+    process: `serve_http`), in order."""
+    decided: list[str] = []
+    decide = Engine.decide
+
+    def counted(self: Engine, message: Any, base: Any = None) -> Any:
+        decided.append(message.method)
+        return decide(self, message, base)
+
+    monkeypatch.setattr(Engine, "decide", counted)
+    return decided
+
+
+async def test_a_sessions_requests_over_http_are_served_from_its_handshake_without_a_decision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After its handshake, a legacy session's requests over HTTP publish the record it holds,
+    as off HTTP: nothing is decided again, and each session still sees its own record."""
+    decided = _decisions(monkeypatch)
+    with serve_http(build().streamable_http_app()) as url:
+        async with (
+            open_streams("http", url) as sampling_streams,
+            legacy_session(sampling_streams, "2025-11-25", {"sampling": {}}) as (sampling, _),
+            open_streams("http", url) as plain_streams,
+            legacy_session(plain_streams, "2025-06-18") as (plain, _),
+        ):
+            for _ in range(3):
+                mine = structured(await sampling.call_tool("negotiation", {}))
+                theirs = structured(await plain.call_tool("negotiation", {}))
+                assert (mine["protocol_version"], mine["supports"]["sampling"]) == ("2025-11-25", True)
+                assert (theirs["protocol_version"], theirs["supports"]["sampling"]) == ("2025-06-18", False)
+                assert mine["session_id"]
+                assert mine["session_id"] != theirs["session_id"]
+            with pytest.raises(MCPError) as refused:  # the held record still refuses what it lacks
+                await plain.call_tool("summarize", {"text": "needs sampling"})
+            assert refused.value.error.code == -32021
+    assert decided.count("initialize") == 2
+    assert "tools/call" not in decided, decided
+
+
+async def test_a_sessions_ucp_call_over_http_is_decided_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A UCP call of a legacy session over HTTP is decided every time: its `UCP-Agent` header
+    may name the profile, which the held record cannot answer for."""
+    decided = _decisions(monkeypatch)
+    platform = "https://platform.example/profile.json"
+    profile = {"ucp": {"version": UCP_V, "capabilities": {CHECKOUT: [{"version": UCP_V}]}}}
+    with serve_http(build_shop(StaticResolver({platform: profile})).streamable_http_app()) as url:
+        async with (
+            open_streams("http", url) as streams,
+            legacy_session(streams, "2025-11-25") as (session, _),
+        ):
+            for _ in range(2):
+                arguments = {"items": ["tea"], "meta": {"ucp-agent": {"profile": platform}}}
+                served = await session.call_tool("create_checkout", arguments)
+                assert served.structured_content is not None
+                assert served.structured_content["ucp"]["capabilities"] == {CHECKOUT: [{"version": UCP_V}]}
+    assert decided.count("tools/call") == 2, decided

@@ -54,39 +54,39 @@ class NegotiationMiddleware:
             self._settle()
         if ctx.method in LISTINGS:  # requirements declared, and scoped on request (`catalog`)
             call_next = listing_call(call_next, self._owner() if self._owner is not None else None)
-        engine = self.engine
-        key = base = entry = None
-        if ctx.request is None:  # off HTTP, a repeat is one lookup and a publish
-            # (`LEGACY`, a tuple: the in-process dispatcher takes any revision, an unhashable list even.)
-            if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
-                held = engine.held_entry(seams.held(ctx), ctx.method)
-                if not isinstance(held, Negotiation):
-                    entry = held
-                elif (scope := engine.memoised_scope(held, ctx.params)) is not None:  # a UCP call
-                    entry = self.repeat_entry(ctx, scope, None)
-                else:
-                    entry = await self._scoped(ctx, held, legacy=True)
-            elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
-                stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
-                key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
-                if repeat is None:
-                    pass
-                elif repeat.traced is not None:
-                    entry = repeat.published if telemetry.repeated(repeat.traced) else None
-                elif (scope := engine.memoised_scope(base := repeat.published[0], ctx.params)) is not None:
-                    entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
-                else:
-                    entry = await self._scoped(ctx, base, legacy=False)
-            if entry is not None:
-                try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
-                    setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
-                except (AttributeError, TypeError):
-                    pass
-                token = current.set(entry)
-                try:
-                    return await call_next(ctx)
-                finally:
-                    current.reset(token)
+        engine, key, base, entry = self.engine, None, None, None
+        # A repeat: one lookup and a publish. (`LEGACY`, a tuple: the in-process dispatcher takes any.)
+        if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
+            held = engine.held_entry(seams.held(ctx), ctx.method)
+            if ctx.request is not None:  # over HTTP
+                entry = _held_over_http(ctx, held)
+            elif not isinstance(held, Negotiation):
+                entry = held
+            elif (scope := engine.memoised_scope(held, ctx.params)) is not None:  # a UCP call
+                entry = self.repeat_entry(ctx, scope, None)
+            else:
+                entry = await self._scoped(ctx, held, legacy=True)
+        elif ctx.request is None and ctx.request_id is not None:  # a modern request's off HTTP: its shape's
+            stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
+            key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
+            if repeat is None:
+                pass
+            elif repeat.traced is not None:
+                entry = repeat.published if telemetry.repeated(repeat.traced) else None
+            elif (scope := engine.memoised_scope(base := repeat.published[0], ctx.params)) is not None:
+                entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
+            else:
+                entry = await self._scoped(ctx, base, legacy=False)
+        if entry is not None:
+            try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
+                setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
+            except (AttributeError, TypeError):
+                pass
+            token = current.set(entry)
+            try:
+                return await call_next(ctx)
+            finally:
+                current.reset(token)
         return await self._decided(ctx, call_next, key, base)
 
     async def _scoped(
@@ -187,6 +187,19 @@ class NegotiationMiddleware:
         chain = seams.middleware_list(owner) if owner is not None else None
         if chain is not None and any(item is self for item in chain) and seams.place(chain, self):
             logger.info("mcp_negotiation: moved behind the server's span opener from the next request on")
+
+
+def _held_over_http(ctx: ServerRequestContext[Any, Any], held: Entry | Negotiation | None) -> Entry | None:
+    """What a legacy session's message over HTTP publishes without a decision: the entry its
+    held record decides (`Engine.held_entry`), as off HTTP, once that record knows its
+    session (otherwise `decide` adds it, once). A UCP call is decided in full: over HTTP its
+    `UCP-Agent` header may name the profile too. A request is marked judged, as `_decided`
+    marks it: a 400 from here on is no refusal before dispatch."""
+    if type(held) is not tuple or held[0].session_id is None:
+        return None
+    if ctx.request_id is not None:
+        seams.mark_scope(ctx, JUDGED_MARK)
+    return held
 
 
 def _inbound(ctx: ServerRequestContext[Any, Any]) -> Inbound:
