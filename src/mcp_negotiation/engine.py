@@ -133,8 +133,11 @@ class Held:
     ucp_default: Any
 
 
-Shape = tuple[Any, Any, Any, bool, bytes]
-"""A modern request's shape: method, the SDK's revision, the envelope's, over stdio, and the
+Pipe = bool | tuple[tuple[str, str], ...]
+"""Where a modern request came from, as far as its outcome depends on it: off HTTP, whether
+over stdio; over HTTP, the negotiation headers a record keeps (`origin`), as name-value pairs."""
+Shape = tuple[Any, Any, Any, Pipe, bytes]
+"""A modern request's shape: method, the SDK's revision, the envelope's, its pipe, and the
 envelope's maps encoded exactly (`true` is not `1`)."""
 
 
@@ -155,12 +158,12 @@ class Repeat:
 
 
 class RepeatMemo:
-    """Outcomes of modern requests off HTTP, by their shape (method, revisions, envelope, pipe).
+    """Outcomes of modern requests, by their shape (method, revisions, envelope, pipe).
 
     Clients repeat the same envelope on every request; a shape served before is answered
-    from here with nothing negotiated, looked up or traced again. Over HTTP headers count
-    too, and the SDK's HTTP path costs a thousand times more than negotiating, so only
-    stdio and in-memory requests are memoised. Exact: `marshal` tells `true` from `1`.
+    from here with nothing negotiated, looked up or traced again. Over HTTP the pipe holds
+    the negotiation headers the record keeps, so a request whose headers differ is another
+    shape. Exact: `marshal` tells `true` from `1`.
     """
 
     __slots__ = ("_entries", "_monotonic")
@@ -171,16 +174,19 @@ class RepeatMemo:
         """The clock a `Repeat.until` is counted on: the negotiator's (`Withdrawals.monotonic`)."""
 
     def find(
-        self, method: str, params: Any, revision: Any, on_stdio: bool
+        self, method: str, params: Any, revision: Any, pipe: Pipe | None
     ) -> tuple[Shape | None, Repeat | None]:
         """The shape of a request carrying a modern envelope (None for any other message),
         and the outcome memoised for it while that stands.
 
-        `on_stdio`: the request came over stdio (not the SDK's in-process dispatcher, which
-        a stdio server's tool may run with this very envelope). Only the envelope's two maps
-        are encoded (the costliest step of a repeat); the strings are part of the key as
-        they are.
+        `pipe` (see `Pipe`): off HTTP, True when the request came over stdio (not the SDK's
+        in-process dispatcher, which a stdio server's tool may run with this very envelope);
+        None for a request the adapter decides in full every time. Only the envelope's two
+        maps are encoded (the costliest step of a repeat); the strings are part of the key
+        as they are.
         """
+        if pipe is None:
+            return None, None
         meta = params.get("_meta") if type(params) is dict else None
         if type(meta) is not dict or type(version := meta.get(PROTOCOL_VERSION_KEY)) is not str:
             return None, None  # (a revision that is no string is refused as malformed, never memoised)
@@ -190,7 +196,7 @@ class RepeatMemo:
             )
         except ValueError:  # not plain JSON values: negotiated every time
             return None, None
-        shape = (method, revision, version, on_stdio, maps)
+        shape = (method, revision, version, pipe, maps)
         repeat = self._entries.get(shape)
         return shape, (repeat if repeat is not None and self._monotonic() < repeat.until else None)
 
@@ -199,7 +205,9 @@ class RepeatMemo:
 
     def remember(self, shape: Shape, published: tuple[Negotiation, Negotiator], traced: Any) -> None:
         """Memoise `published` under `shape`; an envelope over `MAX_ENTRY_BYTES` is kept nowhere."""
-        size = len(shape[4]) + sum(len(part) for part in shape[:3] if isinstance(part, str))
+        headers = shape[3] if type(shape[3]) is tuple else ()
+        strings = [part for part in shape[:3] if isinstance(part, str)]
+        size = len(shape[4]) + sum(map(len, strings)) + sum(len(name) + len(value) for name, value in headers)
         if size <= MAX_ENTRY_BYTES:
             repeat = Repeat(published, traced, published[1].withdrawals.until)
             self._entries.put(shape, repeat, size + retained_size(published[0]))

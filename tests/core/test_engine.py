@@ -139,13 +139,16 @@ def test_the_sdks_own_listing_for_a_refused_call_is_answered_empty_untraced() ->
 
 
 def test_the_repeat_shape_is_exact_and_only_for_modern_envelopes() -> None:
-    def shape(params: Any, revision: str = MODERN, on_stdio: bool = False) -> Any:
-        return Engine(Policy()).memo.find("tools/list", params, revision, on_stdio)[0]
+    def shape(params: Any, revision: str = MODERN, pipe: Any = False) -> Any:
+        return Engine(Policy()).memo.find("tools/list", params, revision, pipe)[0]
 
     same = shape({"_meta": envelope({"x": True})})
     assert same == shape({"_meta": envelope({"x": True})})
     assert same != shape({"_meta": envelope({"x": 1})})  # true is not 1
-    assert same != shape({"_meta": envelope({"x": True})}, on_stdio=True)  # stdio counts
+    assert same != shape({"_meta": envelope({"x": True})}, pipe=True)  # stdio counts
+    http = (("mcp-protocol-version", MODERN),)
+    assert shape({"_meta": envelope({"x": True})}, pipe=http) not in (same, None)  # and HTTP headers
+    assert shape({"_meta": envelope({"x": True})}, pipe=None) is None  # decided in full every time
     assert shape({}) is None
     assert shape({"_meta": {PROTOCOL_VERSION_KEY: []}}) is None  # unhashable, and no revision
     assert shape({"_meta": {"traceparent": "x"}}, "2025-06-18") is None
@@ -166,6 +169,8 @@ def test_only_traced_outcomes_and_small_shapes_are_remembered() -> None:
     assert repeat.traced == "handle"
     huge = (*key[:4], b"x" * (MAX_ENTRY_BYTES + 1))
     engine.remember(huge, decision, "handle")
+    huge_headers = (*key[:3], (("mcp-protocol-version", "x" * MAX_ENTRY_BYTES),), key[4])
+    engine.remember(huge_headers, decision, "handle")  # headers weigh too
     assert len(engine.memo) == 1
 
 

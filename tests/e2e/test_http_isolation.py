@@ -271,3 +271,34 @@ async def test_a_sessions_ucp_call_over_http_is_decided_in_full(monkeypatch: pyt
                 assert served.structured_content is not None
                 assert served.structured_content["ucp"]["capabilities"] == {CHECKOUT: [{"version": UCP_V}]}
     assert decided.count("tools/call") == 2, decided
+
+
+async def test_a_modern_envelope_repeated_over_http_is_decided_once_per_headers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over HTTP the memo of request shapes holds the negotiation headers a record keeps: the
+    same envelope is decided once, a request adding a `UCP-Agent` header is decided in full
+    (its record keeps that header), and the next plain one finds the plain record again."""
+    decided = _decisions(monkeypatch)
+    agent = {"ucp-agent": 'profile="https://agent.example/p.json"'}
+    plain_headers = {"mcp-protocol-version": "2026-07-28"}
+    with serve_http(build().streamable_http_app()) as url:
+        seen = [await _post(url, _call(ENVELOPE, i)) for i in range(3)]
+        with_agent = [await _post(url, _call(ENVELOPE, 3 + i), **agent) for i in range(2)]
+        again = await _post(url, _call(ENVELOPE, 5))
+    for response in [*seen, again]:
+        assert response.json()["result"]["structuredContent"]["headers"] == plain_headers
+        assert response.json()["result"]["structuredContent"]["supports"]["sampling"] is True
+    for response in with_agent:
+        assert response.json()["result"]["structuredContent"]["headers"] == {**plain_headers, **agent}
+    assert decided.count("tools/call") == 3, decided  # the plain shape once, the UCP-Agent one each time
+
+
+async def test_a_refused_envelope_over_http_is_refused_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what was served is memoised: a refusal over HTTP is decided, and answered, again."""
+    decided = _decisions(monkeypatch)
+    with serve_http(build(Policy(max_revision="2025-11-25")).streamable_http_app()) as url:
+        refused = [await _post(url, _call(ENVELOPE, i)) for i in range(3)]
+    assert [response.status_code for response in refused] == [400, 400, 400]
+    assert [response.json()["error"]["code"] for response in refused] == [-32022] * 3
+    assert decided.count("tools/call") == 3

@@ -21,7 +21,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from .. import revisions, telemetry
 from ..client_log import report
-from ..engine import Decision, Engine, Inbound, Shape, UcpRepeat
+from ..engine import Decision, Engine, Inbound, Pipe, Shape, UcpRepeat
 from ..negotiation import Negotiation, Policy, Transport
 from . import seams
 from .asgi import JUDGED_MARK
@@ -54,8 +54,7 @@ class NegotiationMiddleware:
             self._settle()
         if ctx.method in LISTINGS:  # requirements declared, and scoped on request (`catalog`)
             call_next = listing_call(call_next, self._owner() if self._owner is not None else None)
-        engine, key, base, entry = self.engine, None, None, None
-        # A repeat: one lookup and a publish. (`LEGACY`, a tuple: the in-process dispatcher takes any.)
+        engine, key, base, entry = self.engine, None, None, None  # a repeat: one lookup and a publish
         if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
             held = engine.held_entry(seams.held(ctx), ctx.method)
             if ctx.request is not None:  # over HTTP
@@ -66,9 +65,10 @@ class NegotiationMiddleware:
                 entry = self.repeat_entry(ctx, scope, None)
             else:
                 entry = await self._scoped(ctx, held, legacy=True)
-        elif ctx.request is None and ctx.request_id is not None:  # a modern request's off HTTP: its shape's
-            stdio = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
-            key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, stdio)
+        elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
+            http = ctx.request is not None
+            pipe = _pipe(ctx) if http else on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
+            key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, pipe)
             if repeat is None:
                 pass
             elif repeat.traced is not None:
@@ -187,6 +187,22 @@ class NegotiationMiddleware:
         chain = seams.middleware_list(owner) if owner is not None else None
         if chain is not None and any(item is self for item in chain) and seams.place(chain, self):
             logger.info("mcp_negotiation: moved behind the server's span opener from the next request on")
+
+
+def _pipe(ctx: ServerRequestContext[Any, Any]) -> Pipe | None:
+    """What a modern request over HTTP adds to its shape (`RepeatMemo`): the negotiation
+    headers its record would keep (`origin`). None, for a decision in full, when a
+    `UCP-Agent` header may name a UCP call's profile (a memoised scope reads the arguments
+    alone), for a request the SDK makes while serving another (`seams.served_for_another`),
+    and for `initialize`. A request whose shape is memoised is marked judged here, as
+    `_decided` marks it: a 400 from here on is no refusal before dispatch."""
+    if ctx.method == "initialize" or seams.served_for_another(ctx):
+        return None
+    _, kept = origin(seams.request_headers(ctx), http=True)
+    if "ucp-agent" in kept:
+        return None
+    seams.mark_scope(ctx, JUDGED_MARK)
+    return tuple(kept.items())
 
 
 def _held_over_http(ctx: ServerRequestContext[Any, Any], held: Entry | Negotiation | None) -> Entry | None:
