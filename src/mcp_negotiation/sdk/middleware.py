@@ -54,7 +54,8 @@ class NegotiationMiddleware:
             self._settle()
         if ctx.method in LISTINGS:  # requirements declared, and scoped on request (`catalog`)
             call_next = listing_call(call_next, self._owner() if self._owner is not None else None)
-        engine, key, base, entry = self.engine, None, None, None  # a repeat: one lookup and a publish
+        engine = self.engine
+        key = base = entry = None  # a repeat: one lookup and a publish
         if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
             held = engine.held_entry(seams.held(ctx), ctx.method)
             if ctx.request is not None:  # over HTTP
@@ -69,14 +70,13 @@ class NegotiationMiddleware:
             http = ctx.request is not None
             pipe = _pipe(ctx) if http else on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
             key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, pipe)
-            if repeat is None:
-                pass
-            elif repeat.traced is not None:
-                entry = repeat.published if telemetry.repeated(repeat.traced) else None
-            elif (scope := engine.memoised_scope(base := repeat.published[0], ctx.params)) is not None:
-                entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
-            else:
-                entry = await self._scoped(ctx, base, legacy=False)
+            if repeat is not None:
+                if repeat.traced is not None:
+                    entry = repeat.published if telemetry.repeated(repeat.traced) else None
+                elif (scope := engine.memoised_scope(base := repeat.published[0], ctx.params)) is not None:
+                    entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
+                else:
+                    entry = await self._scoped(ctx, base, legacy=False)
         if entry is not None:
             try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
                 setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
