@@ -196,9 +196,10 @@ def _pipe(ctx: ServerRequestContext[Any, Any]) -> Pipe | None:
     alone), for a request the SDK makes while serving another (`seams.served_for_another`),
     and for `initialize`. A request whose shape is memoised is marked judged here, as
     `_decided` marks it: a 400 from here on is no refusal before dispatch."""
-    if ctx.method == "initialize" or seams.served_for_another(ctx):
+    headers = seams.request_headers(ctx)
+    if ctx.method == "initialize" or seams.served_for_another(ctx.method, headers):
         return None
-    _, kept = origin(seams.request_headers(ctx), http=True)
+    _, kept = origin(headers, http=True)
     if "ucp-agent" in kept:
         return None
     seams.mark_scope(ctx, JUDGED_MARK)
@@ -221,11 +222,12 @@ def _held_over_http(ctx: ServerRequestContext[Any, Any], held: Entry | Negotiati
 def _inbound(ctx: ServerRequestContext[Any, Any]) -> Inbound:
     """The facts of one message, from the SDK's request context and its connection."""
     kind = seams.transport_kind(ctx)
+    raw = seams.request_headers(ctx)
     transport: Transport
     if kind == seams.DIRECT_KIND:  # the SDK's in-process dispatcher, even when a stdio server's tool runs it
         transport, headers = "memory", NO_HEADERS
     else:
-        transport, headers = origin(seams.request_headers(ctx), http=kind == seams.HTTP_KIND)
+        transport, headers = origin(raw, http=kind == seams.HTTP_KIND)
     state = seams.connection_state(ctx)
     return Inbound(
         method=ctx.method,
@@ -238,7 +240,7 @@ def _inbound(ctx: ServerRequestContext[Any, Any]) -> Inbound:
         session_id=seams.session_id(ctx),
         ucp_default=state.get(seams.UCP_STATE_KEY) if state is not None else None,
         direct=kind == seams.DIRECT_KIND,
-        on_behalf=ctx.request is not None and seams.served_for_another(ctx),
+        on_behalf=seams.served_for_another(ctx.method, raw),
     )
 
 

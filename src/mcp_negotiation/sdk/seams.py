@@ -70,8 +70,10 @@ def request_headers(ctx: Any) -> Mapping[str, str] | None:
     return headers if isinstance(headers, Mapping) else None
 
 
-def served_for_another(ctx: Any) -> bool:
-    """Whether the SDK runs this modern HTTP request itself, while serving the client's own.
+def served_for_another(method: str, headers: Mapping[str, str] | None) -> bool:
+    """Whether the SDK runs this modern HTTP request (`method`, under the HTTP request's
+    `headers`: `request_headers`, read once by the caller) itself, while serving the
+    client's own.
 
     Before it dispatches a `tools/call` whose arguments `Mcp-Param-*` headers may restate,
     the SDK lists the server's tools through the whole middleware chain, to check them
@@ -79,9 +81,8 @@ def served_for_another(ctx: Any) -> bool:
     That listing carries the call's HTTP request, whose `Mcp-Method` header the SDK has
     already checked against the body: a method that differs from it is the SDK's own.
     """
-    headers = request_headers(ctx)
     sent = headers.get("mcp-method") if headers is not None else None
-    return sent is not None and sent != ctx.method
+    return sent is not None and sent != method
 
 
 def mark_scope(ctx: Any, mark: str) -> None:
