@@ -231,9 +231,10 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
                     result = await fn(*args, **kwargs)
                 finally:
                     current.reset(token)
-            ucp = scoped[0].ucp  # (a narrowed record's agreement: never None)
-            if scoped.stamp and ucp is not None and isinstance(result, dict) and "ucp" not in result:
-                result = {**result, "ucp": ucp.to_ucp_block(root)}
+            if scoped.stamp and isinstance(result, dict) and "ucp" not in result:
+                ucp = scoped[0].ucp  # (a narrowed record's agreement: never None)
+                if ucp is not None:
+                    result = {**result, "ucp": ucp.to_ucp_block(root)}
             return result
 
         return cast(_F, wrapper)
