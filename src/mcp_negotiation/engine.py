@@ -133,9 +133,10 @@ class Held:
     ucp_default: Any
 
 
-Pipe = bool | tuple[tuple[str, str], ...]
+Pipe = bool | tuple[tuple[bytes, bytes], ...]
 """Where a modern request came from, as far as its outcome depends on it: off HTTP, whether
-over stdio; over HTTP, the negotiation headers a record keeps (`origin`), as name-value pairs."""
+over stdio; over HTTP, the negotiation headers a record keeps, as the request's raw
+name-value pairs (`origin.http_headers`)."""
 Shape = tuple[Any, Any, Any, Pipe, bytes]
 """A modern request's shape: method, the SDK's revision, the envelope's, its pipe, and the
 envelope's maps encoded exactly (`true` is not `1`)."""

@@ -146,7 +146,7 @@ def test_the_repeat_shape_is_exact_and_only_for_modern_envelopes() -> None:
     assert same == shape({"_meta": envelope({"x": True})})
     assert same != shape({"_meta": envelope({"x": 1})})  # true is not 1
     assert same != shape({"_meta": envelope({"x": True})}, pipe=True)  # stdio counts
-    http = (("mcp-protocol-version", MODERN),)
+    http = ((b"mcp-protocol-version", MODERN.encode()),)
     assert shape({"_meta": envelope({"x": True})}, pipe=http) not in (same, None)  # and HTTP headers
     assert shape({"_meta": envelope({"x": True})}, pipe=None) is None  # decided in full every time
     assert shape({}) is None
@@ -169,7 +169,7 @@ def test_only_traced_outcomes_and_small_shapes_are_remembered() -> None:
     assert repeat.traced == "handle"
     huge = (*key[:4], b"x" * (MAX_ENTRY_BYTES + 1))
     engine.remember(huge, decision, "handle")
-    huge_headers = (*key[:3], (("mcp-protocol-version", "x" * MAX_ENTRY_BYTES),), key[4])
+    huge_headers = (*key[:3], ((b"mcp-protocol-version", b"x" * MAX_ENTRY_BYTES),), key[4])
     engine.remember(huge_headers, decision, "handle")  # headers weigh too
     assert len(engine.memo) == 1
 

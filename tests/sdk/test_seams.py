@@ -332,14 +332,28 @@ def test_steering_an_initialize_rewrites_the_params_the_sdk_commits_from() -> No
 
 
 def test_repeated_header_lines_are_one_list() -> None:
-    """`origin` joins a header's lines as RFC 9110 does: Starlette's `headers[name]` keeps the first."""
-    from starlette.datastructures import Headers
+    """`origin` joins a kept header's lines as RFC 9110 does (Starlette's `headers[name]` keeps
+    the first), and reads `Mcp-Method` as the SDK does: its first line."""
+    from starlette.requests import Request
 
-    from mcp_negotiation.sdk.origin import origin
+    from mcp_negotiation.sdk.origin import http_scope, origin
 
-    headers = Headers(raw=[(b"ucp-agent", b'profile="a"'), (b"ucp-agent", b'profile="b"'), (b"cookie", b"x")])
-    assert origin(headers) == ("http", {"ucp-agent": 'profile="a", profile="b"'})
-    assert origin({"ucp-agent": 'profile="a"'}) == ("http", {"ucp-agent": 'profile="a"'})
+    lines = [
+        (b"ucp-agent", b'profile="a"'),
+        (b"mcp-method", b"tools/call"),
+        (b"ucp-agent", b'profile="b"'),
+        (b"mcp-method", b"tools/list"),
+        (b"cookie", b"x"),
+    ]
+    scope = http_scope(Request({"type": "http", "headers": lines}))
+    assert scope is not None
+    assert origin(scope) == ("http", {"ucp-agent": 'profile="a", profile="b"'}, "tools/call")
+    assert origin({"headers": [(b"ucp-agent", b'profile="a"')]}) == ("http", {"ucp-agent": 'profile="a"'}, None)
+    # Another header's second line reads the lines one by one, to the same headers.
+    twice = [(b"cookie", b"x"), (b"mcp-protocol-version", b"2026-07-28"), (b"cookie", b"y")]
+    assert origin({"headers": iter(twice)}) == ("http", {"mcp-protocol-version": "2026-07-28"}, None)
+    assert origin(None, http=True) == ("http", {}, None)
+    assert http_scope(None) is None
 
 
 def test_the_sdk_request_context_takes_the_entry_bound_to_it() -> None:

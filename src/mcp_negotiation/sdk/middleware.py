@@ -22,13 +22,13 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from .. import revisions, telemetry
 from ..client_log import report
 from ..engine import Decision, Engine, Inbound, Pipe, Shape, UcpRepeat
-from ..negotiation import Negotiation, Policy, Transport
+from ..negotiation import Negotiation, Policy
 from . import seams
 from .asgi import JUDGED_MARK
 from .catalog import LISTINGS, listing_call
 from .compat import as_exception
 from .context import Entry, Learning, current
-from .origin import NO_HEADERS, on_stdio, origin
+from .origin import NO_HEADERS, UCP_AGENT, http_headers, http_scope, on_stdio, origin
 
 logger = logging.getLogger("mcp_negotiation")
 
@@ -129,8 +129,8 @@ class NegotiationMiddleware:
         engine = self.engine
         message = _inbound(ctx)
         decision = engine.decide(message, base)
-        if decision.judged and ctx.request is not None:
-            seams.mark_scope(ctx, JUDGED_MARK)  # a 400 from here on is no refusal before dispatch
+        if decision.judged and (scope := http_scope(ctx.request)) is not None:
+            scope[JUDGED_MARK] = True  # a 400 from here on is no refusal before dispatch
         if decision.ucp:
             decision = await engine.with_ucp(decision, message)
         traced = self._record(ctx, message, decision, started)
@@ -196,13 +196,13 @@ def _pipe(ctx: ServerRequestContext[Any, Any]) -> Pipe | None:
     alone), for a request the SDK makes while serving another (`seams.served_for_another`),
     and for `initialize`. A request whose shape is memoised is marked judged here, as
     `_decided` marks it: a 400 from here on is no refusal before dispatch."""
-    headers = seams.request_headers(ctx)
-    if ctx.method == "initialize" or seams.served_for_another(ctx.method, headers):
+    scope = http_scope(ctx.request)
+    if scope is None or ctx.method == "initialize":
         return None
-    _, kept = origin(headers, http=True)
-    if "ucp-agent" in kept:
+    kept, sent = http_headers(scope)
+    if UCP_AGENT in kept or seams.served_for_another(ctx.method, sent):
         return None
-    seams.mark_scope(ctx, JUDGED_MARK)
+    scope[JUDGED_MARK] = True
     return tuple(kept.items())
 
 
@@ -214,20 +214,17 @@ def _held_over_http(ctx: ServerRequestContext[Any, Any], held: Entry | Negotiati
     marks it: a 400 from here on is no refusal before dispatch."""
     if type(held) is not tuple or held[0].session_id is None:
         return None
-    if ctx.request_id is not None:
-        seams.mark_scope(ctx, JUDGED_MARK)
+    if ctx.request_id is not None and (scope := http_scope(ctx.request)) is not None:
+        scope[JUDGED_MARK] = True
     return held
 
 
 def _inbound(ctx: ServerRequestContext[Any, Any]) -> Inbound:
     """The facts of one message, from the SDK's request context and its connection."""
     kind = seams.transport_kind(ctx)
-    raw = seams.request_headers(ctx)
-    transport: Transport
+    transport, headers, sent = origin(http_scope(ctx.request), http=kind == seams.HTTP_KIND)
     if kind == seams.DIRECT_KIND:  # the SDK's in-process dispatcher, even when a stdio server's tool runs it
         transport, headers = "memory", NO_HEADERS
-    else:
-        transport, headers = origin(raw, http=kind == seams.HTTP_KIND)
     state = seams.connection_state(ctx)
     return Inbound(
         method=ctx.method,
@@ -240,7 +237,7 @@ def _inbound(ctx: ServerRequestContext[Any, Any]) -> Inbound:
         session_id=seams.session_id(ctx),
         ucp_default=state.get(seams.UCP_STATE_KEY) if state is not None else None,
         direct=kind == seams.DIRECT_KIND,
-        on_behalf=seams.served_for_another(ctx.method, raw),
+        on_behalf=seams.served_for_another(ctx.method, sent),
     )
 
 

@@ -61,19 +61,9 @@ def transport_kind(ctx: Any) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def request_headers(ctx: Any) -> Mapping[str, str] | None:
-    """HTTP request headers: the Starlette request the SDK attaches on HTTP transports."""
-    request = getattr(ctx, "request", None)
-    if request is None:  # off HTTP, on every request: skip the (slow) ABC check below
-        return None
-    headers = getattr(request, "headers", None)
-    return headers if isinstance(headers, Mapping) else None
-
-
-def served_for_another(method: str, headers: Mapping[str, str] | None) -> bool:
-    """Whether the SDK runs this modern HTTP request (`method`, under the HTTP request's
-    `headers`: `request_headers`, read once by the caller) itself, while serving the
-    client's own.
+def served_for_another(method: str, sent: str | None) -> bool:
+    """Whether the SDK runs this modern HTTP request (`method`, under an HTTP request whose
+    `Mcp-Method` header is `sent`: `origin.http_headers`) itself, while serving the client's own.
 
     Before it dispatches a `tools/call` whose arguments `Mcp-Param-*` headers may restate,
     the SDK lists the server's tools through the whole middleware chain, to check them
@@ -81,15 +71,7 @@ def served_for_another(method: str, headers: Mapping[str, str] | None) -> bool:
     That listing carries the call's HTTP request, whose `Mcp-Method` header the SDK has
     already checked against the body: a method that differs from it is the SDK's own.
     """
-    sent = headers.get("mcp-method") if headers is not None else None
     return sent is not None and sent != method
-
-
-def mark_scope(ctx: Any, mark: str) -> None:
-    """Flag the HTTP request's ASGI scope, which the ASGI layer shares."""
-    scope = getattr(getattr(ctx, "request", None), "scope", None)
-    if isinstance(scope, MutableMapping):
-        scope[mark] = True
 
 
 def sdk_answer_for(requested: Any) -> str:

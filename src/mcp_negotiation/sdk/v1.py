@@ -39,7 +39,7 @@ from ..negotiation import Negotiation, Negotiator, Policy, policy_given
 from . import catalog
 from .compat import PENDING_REFUSALS, error_data
 from .context import current
-from .origin import origin, stdio_wrapper
+from .origin import http_scope, origin, stdio_wrapper
 
 __all__ = ["V1Negotiation", "instrument", "negotiate", "uninstrument"]
 
@@ -210,7 +210,7 @@ async def _handle(
 def _inbound(method: str, params: Any, revision: str, carrier: Any, held: object) -> Inbound:
     """The facts of one message; `carrier` is what 1.x attaches the HTTP request to."""
     http_request = _http_request(carrier)
-    transport, headers = origin(getattr(http_request, "headers", None))
+    transport, headers, _ = origin(http_scope(http_request))
     # Stateful HTTP: the SDK routed a session's request by this header, so it is the server's
     # id; anything else a client puts there is never taken.
     session_id = None

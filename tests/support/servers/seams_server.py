@@ -29,7 +29,7 @@ def report(ctx: Context) -> dict[str, Any]:
         "record_in_state": state is not None and state.get(seams.STATE_KEY) is not None,
         "held": seams.held(request_ctx) is not None,
         "transport_kind": seams.transport_kind(request_ctx),
-        "headers": seams.request_headers(request_ctx) is not None,
+        "headers": isinstance(scope, MutableMapping) and bool(scope.get("headers")),
         "scope": isinstance(scope, MutableMapping),
         "session_id": seams.session_id(request_ctx) is not None,
         "on_stdio": origin.on_stdio.get(),
