@@ -85,6 +85,11 @@ class RefusalRecorder:
     `add_middleware`, and the app the user gets back is still that Starlette app. The app
     outlives any one policy: `negotiate()` hands it a source that answers the server's
     policy of the moment, and none once `uninstrument()` took the server's negotiation away.
+
+    Calling it returns the wrapped app's own awaitable, with `send` watched: no coroutine of
+    ours stays in the request's chain of awaits, which every resumption of the request's
+    task walks through, a dozen times per request. Where it must be an app of its own, to
+    be served as the outermost one, `record_refusals_asgi` makes it a coroutine function.
     """
 
     def __init__(self, app: ASGIApp, policy: PolicySource | None = None) -> None:
@@ -94,25 +99,27 @@ class RefusalRecorder:
     def _policy_now(self) -> Policy | None:
         return self.policy if isinstance(self.policy, Policy) else self.policy()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope.get("type") != "http" or scope.get("method") != "POST":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         started = time.perf_counter()
-        status = 0
-        body = bytearray()
+        refused: bytearray | None = None  # the body of a 400 response, once one starts
 
-        async def watching_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message.get("status", 0))
-            elif message["type"] == "http.response.body" and status == 400:
-                body.extend(message.get("body", b"")[: _MAX_BODY - len(body)])
+        def watching_send(message: Message) -> Awaitable[None]:
+            # A function handing back `send`'s awaitable, not a coroutine of its own: this
+            # runs for every message of every POST, nearly all of them no refusal.
+            nonlocal refused
+            kind = message["type"]
+            if kind == "http.response.start":
+                if message.get("status") == 400:
+                    refused = bytearray()
+            elif refused is not None and kind == "http.response.body":
+                refused.extend(message.get("body", b"")[: _MAX_BODY - len(refused)])
                 if not message.get("more_body", False):
-                    _trace(scope, bytes(body), self._policy_now, time.perf_counter() - started)
-            await send(message)
+                    _trace(scope, bytes(refused), self._policy_now, time.perf_counter() - started)
+            return send(message)
 
-        await self.app(scope, receive, watching_send)
+        return self.app(scope, receive, watching_send)
 
 
 def record_refusals_asgi(app: ASGIApp, policy: PolicySource | None = None) -> ASGIApp:
@@ -121,7 +128,13 @@ def record_refusals_asgi(app: ASGIApp, policy: PolicySource | None = None) -> AS
     `policy` shapes what is recorded (client identity, say): a `Policy`, or a function
     answering the one in force when a refusal happens, None to record nothing then.
     """
-    return RefusalRecorder(app, policy)
+    recorder = RefusalRecorder(app, policy)
+
+    async def recording(scope: Scope, receive: Receive, send: Send) -> None:
+        # A coroutine function, so that an ASGI server tells it for an ASGI 3 app.
+        await recorder(scope, receive, send)
+
+    return recording
 
 
 def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], duration: float) -> None:
