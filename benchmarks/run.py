@@ -4,6 +4,7 @@
     python3 dev.py nox -s bench -- --quick # a smoke run (few rounds); writes nothing unless --output
 
     python3 dev.py nox -s bench -- --instructions        # only the instruction count; prints
+    python3 dev.py nox -s bench -- --http-instructions   # only the HTTP servers' count; prints
     python3 dev.py nox -s bench -- --profile ucp-modern  # where one path's added instructions go
     python3 dev.py nox -s bench -- --steps ucp-modern    # each step of that path's repeat, alone
 
@@ -13,7 +14,9 @@ else in this one):
 0. Instructions per call: what the library adds to a repeated in-memory `tools/call`,
    counted by callgrind against the same server with an empty SDK middleware in the
    library's place. Deterministic, so the issue's targets can be judged on a loaded
-   machine; `count_child` and the Method section say how.
+   machine; `count_child` and the Method section say how. The HTTP paths are counted
+   too, each server in its own process under callgrind, the client outside the count
+   (`count_http`).
 
 1. Overhead: `tools/call` round trips through the SDK's own `mcp.Client`, against a
    server with a trivial tool, once plain and once wrapped by `negotiate()`. Paths:
@@ -187,51 +190,138 @@ def ucp_server_unstamped(wrapped: bool) -> MCPServer:
 SERVERS.update({f.__name__: f for f in (plain_server, ucp_server, ucp_server_unstamped)})
 
 
+@dataclass(frozen=True)
+class Served:
+    """An HTTP server `serve_http` started: its URL, its pid, and (when counted) its marks."""
+
+    url: str
+    pid: int
+    mark: Callable[[str], None]
+    """Under callgrind, `count` (zero the count) or `dump LABEL`: see `serve_main`."""
+
+
 @contextmanager
-def serve_http(factory: Callable[[bool], MCPServer], wrapped: bool, otel: bool) -> Iterator[tuple[str, int]]:
-    """uvicorn on 127.0.0.1 in a process of its own (this script with `--serve`): the URL and pid.
+def serve_http(
+    factory: Callable[[bool], MCPServer],
+    wrapped: bool,
+    otel: bool,
+    *,
+    empty: bool = False,
+    counted: Path | None = None,
+) -> Iterator[Served]:
+    """uvicorn on 127.0.0.1 in a process of its own (this script with `--serve`).
 
     In a thread of this process the server would share the client's GIL, and the ratio
     would measure thread hand-offs (each socket write may wait a switch interval) more
-    than the library.
+    than the library. `empty`: the unwrapped server with an empty SDK middleware.
+    `counted`: the process runs under callgrind, its dumps land at this path (`count_http`).
     """
     command = [sys.executable, str(Path(__file__).resolve()), "--serve", factory.__name__]
-    command += ["--wrapped"] * wrapped + ["--otel"] * otel
-    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    command += ["--wrapped"] * wrapped + ["--otel"] * otel + ["--empty-middleware"] * empty
+    env = None
+    log: Any = None  # valgrind's own report, kept out of this script's output
+    if counted is not None:
+        out = f"--callgrind-out-file={counted}.%p"
+        command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", out, *command, "--counted"]
+        env = {**os.environ, "PYTHONHASHSEED": "0", MARKS_LIBRARY: str(_build_marks(counted.parent))}
+        log = (counted.parent / f"valgrind.{counted.name}.log").open("w")
+    child = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env
+    )
     assert child.stdin is not None
     assert child.stdout is not None
+    stdin, stdout = child.stdin, child.stdout
+
+    def mark(command: str) -> None:
+        stdin.write(command + "\n")
+        stdin.flush()
+        if stdout.readline().strip() != "ok":
+            raise RuntimeError(f"the counted {factory.__name__} server did not mark {command!r}")
+
     try:
-        line = child.stdout.readline()
+        line = stdout.readline()
         if not line.startswith("port "):
             raise RuntimeError(f"the {factory.__name__} server did not start (exit {child.poll()})")
-        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp", child.pid
+        yield Served(f"http://127.0.0.1:{int(line.split()[1])}/mcp", child.pid, mark)
     finally:
-        child.stdin.close()  # the server's cue to shut down
+        stdin.close()  # the server's cue to shut down
         code = child.wait(timeout=60)
+        if log is not None:
+            log.close()
     if code != 0:
         reason = " (its OpenTelemetry SDK recorded nothing)" if code == 3 else ""
         raise RuntimeError(f"the {factory.__name__} server exited with {code}{reason}")
 
 
-def serve_main(name: str, wrapped: bool, otel: bool) -> None:
-    """The `--serve` side of `serve_http`: print the port, serve until stdin closes."""
+SETTLE_SECONDS = 0.3
+"""How long a counted server lets the last response's trailing work finish before it marks
+(the SDK ends a request's task after writing its answer; under callgrind that takes ~50 times
+longer). Runs of no call wait the same, so the wait itself cancels out of a run's count."""
+
+
+def serve_main(name: str, wrapped: bool, otel: bool, empty: bool = False, counted: bool = False) -> None:
+    """The `--serve` side of `serve_http`: print the port, serve until stdin closes.
+
+    `counted` (under callgrind): each line of input is a mark, answered `ok` once made:
+    `count` zeroes the count (the first also freezes what the warm-up left, and stops the
+    cyclic collector, as `count_child` does), `dump LABEL` dumps it. uvicorn's 0.1 s tick
+    is off then: its work would land in the counts by the wall clock, not by the calls.
+    """
     logging.disable(logging.INFO)
     discard = configure_otel() if otel else None
-    app = SERVERS[name](wrapped).streamable_http_app()
+    server_ = with_empty_middleware(SERVERS[name](False)) if empty else SERVERS[name](wrapped)
+    app = server_.streamable_http_app()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serving: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+    started = threading.Event()
+    marks: Any = None
+    if counted:
+        import ctypes
 
-    def stop_at_end_of_input() -> None:
-        sys.stdin.read()
+        marks = ctypes.CDLL(os.environ[MARKS_LIBRARY])
+
+        async def main_loop() -> None:  # uvicorn's, without its tick
+            serving.append((asyncio.get_running_loop(), asyncio.Event()))
+            started.set()
+            await server.on_tick(0)
+            await serving[0][1].wait()
+
+        server.main_loop = main_loop  # type: ignore[method-assign]
+
+    def until_end_of_input() -> None:
+        if counted:
+            started.wait()
+            for line in sys.stdin:
+                asyncio.run_coroutine_threadsafe(_mark(marks, line.strip()), serving[0][0]).result()
+                print("ok", flush=True)
+        else:
+            sys.stdin.read()
         server.should_exit = True
+        if serving:
+            serving[0][0].call_soon_threadsafe(serving[0][1].set)
 
-    threading.Thread(target=stop_at_end_of_input, daemon=True).start()
+    threading.Thread(target=until_end_of_input, daemon=True).start()
     print(f"port {sock.getsockname()[1]}", flush=True)
     server.run(sockets=[sock])
     if discard is not None and discard.exported == 0:
         sys.exit(3)
+
+
+async def _mark(marks: Any, command: str) -> None:
+    """A counted server's mark (`serve_main`), made on its event loop once the loop is idle."""
+    await asyncio.sleep(SETTLE_SECONDS)
+    if command == "count":
+        if gc.isenabled():
+            gc.collect()
+            gc.freeze()
+            gc.disable()
+        marks.start_instrumentation()
+        marks.zero_stats()
+    else:
+        marks.dump_stats_at(command.removeprefix("dump ").encode())
 
 
 def process_cpu(pid: int) -> float:
@@ -382,9 +472,9 @@ async def _client(path: BenchPath, wrapped: bool, otel: bool) -> AsyncIterator[t
         async with Client(path.factory(wrapped), mode=path.mode) as client:
             yield client, None
         return
-    with serve_http(path.factory, wrapped, otel) as (url, pid):
-        async with Client(url, mode=path.mode) as client:
-            yield client, pid
+    with serve_http(path.factory, wrapped, otel) as served:
+        async with Client(served.url, mode=path.mode) as client:
+            yield client, served.pid
 
 
 async def measure_overhead(
@@ -510,15 +600,22 @@ ATTRIBUTED = 10
 
 
 @dataclass
-class Instructions:
-    cost: Cost
-    calls: int  # per run
+class Counted:
+    """Instructions per call by variant, each the median over `runs` runs of `calls` calls,
+    less a run of no call (`per_call`)."""
+
+    calls: int
     runs: int
-    per_call: dict[str, float]  # by variant
+    per_call: dict[str, float]
 
     @property
     def added(self) -> float:
         return self.per_call["library"] - self.per_call["empty"]
+
+
+@dataclass
+class Instructions(Counted):
+    cost: Cost = field(kw_only=True)
 
 
 def _server(cost: Cost, variant: str) -> MCPServer:
@@ -689,11 +786,79 @@ def measure_instructions(
         dumps = _dumps(folder)
         return [
             Instructions(
-                cost, calls, runs, {variant: per_call(dumps, cost.key, variant) for variant in VARIANTS}
+                calls, runs, {variant: per_call(dumps, cost.key, variant) for variant in VARIANTS}, cost=cost
             )
             for cost in COSTS
             if cost.key in keys
         ]
+
+
+PARTS = ("instructions", "http-instructions", "overhead", "micro", "memory")
+"""What a run measures, in this order (`--only`)."""
+HTTP_COSTS = (
+    ("http-legacy", _path("HTTP · legacy stateful")),
+    ("http-modern", _path("HTTP · modern")),
+    ("http-ucp-modern", _path("UCP cached · HTTP · modern")),
+)
+HTTP_VARIANTS = ("empty", "again", "library")
+"""Over HTTP: a server with an empty SDK middleware, a second such server (the two differ
+only by the method's noise: the A/A figure), and the library's."""
+
+
+@dataclass
+class HttpInstructions(Counted):
+    key: str = field(kw_only=True)
+    path: BenchPath = field(kw_only=True)
+
+    @property
+    def noise(self) -> float:
+        """What a second empty server reads over the first: the method's own error (A/A)."""
+        return self.per_call["again"] - self.per_call["empty"]
+
+
+async def count_http(key: str, path: BenchPath, calls: int, runs: int, warmup: int) -> HttpInstructions:
+    """Instructions per call of an HTTP server, counted in its process alone (`serve_http`
+    under callgrind), each variant in a process of its own, driven at once from here.
+
+    The client stays out of the count: in one counted process with the server, how the two
+    interleave would move the count by more than the library costs. Each run is marked by
+    the server itself on its event loop once the loop is idle (`serve_main`): after the same
+    warm-up, `EMPTY_RUNS` runs of no call, then `runs` runs of `calls`, as in memory."""
+    with tempfile.TemporaryDirectory(prefix="callgrind-http-") as tmp:
+        folder = Path(tmp)
+        with contextlib.ExitStack() as stack:
+            servers = [
+                stack.enter_context(
+                    serve_http(
+                        path.factory,
+                        variant == "library",
+                        False,
+                        empty=variant != "library",
+                        counted=folder / f"callgrind.{variant}",
+                    )
+                )
+                for variant in HTTP_VARIANTS
+            ]
+            await asyncio.gather(
+                *(
+                    _count_served(served, path, f"{key} {variant}", calls, runs, warmup)
+                    for served, variant in zip(servers, HTTP_VARIANTS, strict=True)
+                )
+            )
+        dumps = _dumps(folder)  # once every server stopped, so that every dump is written
+        per_variant = {variant: per_call(dumps, key, variant) for variant in HTTP_VARIANTS}
+    return HttpInstructions(calls, runs, per_variant, key=key, path=path)
+
+
+async def _count_served(
+    served: Served, path: BenchPath, label: str, calls: int, runs: int, warmup: int
+) -> None:
+    async with Client(served.url, mode=path.mode) as client:
+        await _calls(client, path, warmup)
+        for index, count in enumerate((0,) * EMPTY_RUNS + (calls,) * runs):
+            await asyncio.to_thread(served.mark, "count")
+            await _calls(client, path, count)
+            await asyncio.to_thread(served.mark, f"dump {label} {count} {index}")
 
 
 LIBRARY = "mcp_negotiation"
@@ -1519,24 +1684,30 @@ def _verdict(ratio: float) -> str:
     return "yes" if ratio >= TARGET_RATIO else "**no**"
 
 
+def _counted_section(intro: list[str], counts: Sequence[Any] | str, whose: str) -> list[str]:
+    """A counted section's start: its `intro`, then why nothing was counted (`counts` a
+    reason), or how each figure was taken and `whose` instructions it holds."""
+    if isinstance(counts, str):
+        return [*intro, "", f"Not measured: {counts}.", ""]
+    runs = f"{counts[0].runs} runs of {counts[0].calls} calls" if counts else "no run"
+    return [*intro, "", f"Per call: the median over {runs} (each less a run of no call), {whose}", ""]
+
+
 def render_instructions(instructions: list[Instructions] | str) -> list[str]:
     """The section judging the cost targets; `instructions` says why, when not measured."""
-    out = [
+    intro = [
         "## Instructions per call: what the library adds to a `tools/call`",
         "",
         "Counted by callgrind (`valgrind --tool=callgrind`), so the figures do not depend on the",
         "machine's load: the same `tools/call` repeated in memory, against the server with an SDK",
         "middleware that only calls the next one where the library's would be, and with the",
         "library (see Method). Targets (issue #22): a repeat is one lookup and a publish.",
-        "",
     ]
+    whose = "client and server together (the client's share, the same on both sides, cancels in *added*)."
+    out = _counted_section(intro, instructions, whose)
     if isinstance(instructions, str):
-        return [*out, f"Not measured: {instructions}.", ""]
-    runs = f"{instructions[0].runs} runs of {instructions[0].calls} calls" if instructions else "no run"
+        return out
     out += [
-        f"Per call: the median over {runs} (each less a run of no call), client and server",
-        "together (the client's share is the same on both sides and cancels in *added*).",
-        "",
         "| Path | OTel SDK | empty SDK middleware | with the library | added | target | met? |",
         "|---|---|--:|--:|--:|--:|:-:|",
     ]
@@ -1556,6 +1727,34 @@ def render_instructions(instructions: list[Instructions] | str) -> list[str]:
     return out
 
 
+def render_http_instructions(counts: list[HttpInstructions] | str) -> list[str]:
+    """The section counting the HTTP rows in instructions; `counts` says why, when not measured."""
+    intro = [
+        "## Instructions per call over HTTP: the server's process alone",
+        "",
+        "The HTTP paths of the overhead table, counted by callgrind in the server's process",
+        "(uvicorn and the SDK's streamable HTTP app) with the client outside the count: the same",
+        "`tools/call` repeated against a server with an empty SDK middleware, a second such server",
+        "(*A/A*: what the method reads between two identical servers, its error), and the library's.",
+        "Issue #22's targets are for calls in memory; here *share* is what the library adds, of the",
+        "empty server's call (see Method).",
+    ]
+    out = _counted_section(intro, counts, "the server's alone.")
+    if isinstance(counts, str):
+        return out
+    out += [
+        "| Path | empty SDK middleware | A/A | with the library | added | share |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
+    for c in counts:
+        out.append(
+            f"| {c.path.name} | {c.per_call['empty']:,.0f} | {c.noise:+,.0f} | {c.per_call['library']:,.0f} "
+            f"| {c.added:+,.0f} | {c.added / c.per_call['empty']:.2%} |"
+        )
+    out += ["", "Re-measure with `python benchmarks/run.py --http-instructions` (~15 minutes).", ""]
+    return out
+
+
 def render(
     info: dict[str, str],
     overhead: list[Overhead],
@@ -1564,6 +1763,7 @@ def render(
     command: str,
     elapsed: float,
     instructions: list[Instructions] | str | None = None,
+    http_instructions: list[HttpInstructions] | str | None = None,
 ) -> str:
     out = [
         "# Benchmark results",
@@ -1609,6 +1809,8 @@ def render(
         out.append("")
     if instructions is not None:
         out += render_instructions(instructions)
+    if http_instructions is not None:
+        out += render_http_instructions(http_instructions)
     if micro:
         out += [
             "## Micro-benchmarks of the pure core",
@@ -1734,6 +1936,15 @@ def render(
         "  server). The median leaves such runs out, and two runs of the command agree within about",
         "  1,000 instructions per call; where a process lays its heap out still moves a path's",
         "  count by a few thousand (see the section above), so a target is judged by its steps.",
+        "- Instructions per call over HTTP: `run.py --http-instructions` starts three uvicorn",
+        "  servers of the path under callgrind, each in a process of its own (an empty SDK",
+        "  middleware's, a second such, and the library's), and drives them at once from this",
+        "  process, outside the count. Each server marks its own runs, on its event loop once that",
+        "  is idle (0.3 s after the client's mark: the SDK ends a request's task after writing its",
+        "  answer); uvicorn's 0.1 s tick is off there, so that nothing the wall clock paces lands in",
+        "  a run. Otherwise as in memory: the same warm-up, the collector frozen and stopped, the",
+        "  median over the runs. How the event loop meets each request still moves a run by about",
+        "  1 % of a call; the A/A column shows what is left of that in the medians.",
         "- INFO logging is disabled (for both servers alike); warnings and errors still print.",
         "- The machine may be shared: the load average is printed above, and the *range* column shows",
         "  how much one round can differ from another.",
@@ -1748,8 +1959,9 @@ async def main_async(args: argparse.Namespace) -> str:
     overhead: list[Overhead] = []
     micro: list[Micro] = []
     memory: Memory | None = None
-    parts = set(args.only or ("instructions", "overhead", "micro", "memory"))
+    parts = set(args.only or PARTS)
     instructions: list[Instructions] | str | None = None
+    http_instructions: list[HttpInstructions] | str | None = None
     if "instructions" in parts:  # first: its callgrind processes would slow the timed parts
         instructions = callgrind_missing()
         if instructions is None:
@@ -1766,6 +1978,20 @@ async def main_async(args: argparse.Namespace) -> str:
                 )
         else:
             print(f"instructions: not measured, {instructions}", flush=True)
+    if "http-instructions" in parts:
+        http_instructions = callgrind_missing()
+        if http_instructions is None:
+            http_instructions = []
+            for key, path in HTTP_COSTS:
+                if args.path and not any(part in path.name for part in args.path):
+                    continue
+                print(f"instructions over HTTP, {path.name} ({args.http_runs} runs of {args.http_calls}) ...")
+                count = await count_http(key, path, args.http_calls, args.http_runs, args.warmup)
+                http_instructions.append(count)
+                empty = count.per_call["empty"]
+                print(f"  {key:16s} empty {empty:,.0f}  A/A {count.noise:+,.0f}  added {count.added:+,.0f}")
+        else:
+            print(f"instructions over HTTP: not measured, {http_instructions}", flush=True)
     if "micro" in parts:
         print("micro-benchmarks ...", flush=True)
         micro = micro_benchmarks(repeat=args.repeat, min_seconds=args.min_seconds)
@@ -1801,7 +2027,8 @@ async def main_async(args: argparse.Namespace) -> str:
             raise RuntimeError("the OpenTelemetry SDK recorded nothing: the OTel rows would be meaningless")
     info["Load average at end"] = load_average()
     command = "python benchmarks/run.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
-    return render(info, overhead, micro, memory, command, time.perf_counter() - started, instructions)
+    elapsed = time.perf_counter() - started
+    return render(info, overhead, micro, memory, command, elapsed, instructions, http_instructions)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -1809,11 +2036,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run: few rounds, small counts")
-    parser.add_argument("--only", action="append", choices=("instructions", "overhead", "micro", "memory"))
+    parser.add_argument("--only", action="append", choices=PARTS)
     parser.add_argument(
         "--instructions",
         action="store_true",
         help="only the instruction count (callgrind): --only instructions",
+    )
+    parser.add_argument(
+        "--http-instructions",
+        action="store_true",
+        help="only the instruction count of the HTTP servers (callgrind): --only http-instructions",
     )
     parser.add_argument(
         "--profile", choices=[cost.key for cost in COSTS], help="where one path's added instructions go"
@@ -1833,6 +2065,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=10, help="instruction count: calls per run")
     parser.add_argument("--runs", type=int, default=40, help="instruction count: runs per server")
     parser.add_argument("--warmup", type=int, default=300, help="instruction count: calls before counting")
+    parser.add_argument("--http-calls", type=int, default=20, help="instruction count, HTTP: calls per run")
+    parser.add_argument("--http-runs", type=int, default=20, help="instruction count, HTTP: runs per server")
     parser.add_argument(
         "--collector", action="store_true", help="instruction count: keep the cyclic gc running"
     )
@@ -1841,18 +2075,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps-child", help=argparse.SUPPRESS)
     parser.add_argument("--serve", choices=sorted(SERVERS), help=argparse.SUPPRESS)
     parser.add_argument("--wrapped", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--empty-middleware", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--counted", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--otel", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve_main(args.serve, args.wrapped, args.otel)
+        serve_main(args.serve, args.wrapped, args.otel, args.empty_middleware, args.counted)
         return
     if args.quick:
         args.rounds, args.round_seconds, args.repeat, args.min_seconds = 3, 0.05, 3, 0.02
         args.alone = 100
         args.sessions, args.window, args.idle_sessions = 300, 100, 20
         args.calls, args.runs, args.warmup = 5, 3, 30
+        args.http_calls, args.http_runs = 3, 3
     if args.instructions:
         args.only = [*(args.only or ()), "instructions"]
+    if args.http_instructions:
+        args.only = [*(args.only or ()), "http-instructions"]
     # INFO logging (the SDK's per-request lines, the HTTP client's) is off for both servers
     # alike: printing it would dilute the ratio, not measure the library.
     logging.disable(logging.INFO)

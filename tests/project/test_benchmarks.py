@@ -65,6 +65,27 @@ def test_the_instruction_count_runs_and_fills_its_table(tmp_path: Path) -> None:
         assert library > empty, row
 
 
+def test_the_http_servers_are_counted_alone(tmp_path: Path) -> None:
+    """`run.py --http-instructions` counts each HTTP server in a process of its own under
+    callgrind, marked by the server itself, the client outside the count."""
+    missing = run.callgrind_missing()
+    if missing is not None:
+        pytest.skip(f"the instruction count needs valgrind and a C compiler: {missing}")
+    text = _bench(tmp_path / "http.md", "--http-instructions", "--quick", "--path", "HTTP · legacy")
+    assert "## Instructions per call over HTTP" in text
+    assert "## Instructions per call: what the library adds" not in text  # only HTTP was asked for
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| HTTP")]
+    assert [row[0] for row in rows] == ["| HTTP · legacy stateful"]
+    empty, again, library, added = (int(rows[0][i].replace(",", "")) for i in (1, 2, 3, 4))
+    # The server's part of a round trip over HTTP is millions of instructions. Two servers,
+    # empty or not, differ by a few per cent at most (a smoke run's few calls are noisy: the
+    # sign of what the library adds is the full run's to tell).
+    assert 1_000_000 < empty < 50_000_000, rows
+    assert abs(again) < empty // 20, rows
+    assert abs(library - empty) < empty // 20, rows
+    assert abs(added - (library - empty)) <= 1, rows  # each figure rounded on its own
+
+
 ATTRIBUTED_CALL = """
 import asyncio, sys
 sys.path.insert(0, sys.argv[1])
