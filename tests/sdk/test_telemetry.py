@@ -1280,6 +1280,27 @@ async def test_an_app_mounted_in_the_users_starlette_app_is_traced_once(spans: I
     assert len(_refused(spans.get_finished_spans())) == 1
 
 
+async def test_an_app_wrapped_and_served_outermost_is_an_asgi_3_app_that_records(
+    spans: InMemorySpanExporter,
+) -> None:
+    """uvicorn tells an ASGI 3 app from an ASGI 2 one by whether it is a coroutine function:
+    `record_refusals_asgi(app)` served as the app itself must read as ASGI 3."""
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+
+    from mcp_negotiation import record_refusals_asgi
+    from support.harness import serve_http
+
+    app = record_refusals_asgi(MCPServer("plain").streamable_http_app())
+    config = uvicorn.Config(app)
+    config.load()
+    assert config.asgi_version == "3.0"
+    with serve_http(app) as url:
+        response = await _post_raw(url, "zzz")
+    assert response.json()["error"]["code"] == -32022
+    assert len(_refused(spans.get_finished_spans())) == 1
+
+
 async def test_a_malformed_envelope_the_sdk_refuses_over_http_is_recorded(
     spans: InMemorySpanExporter,
 ) -> None:
