@@ -1751,7 +1751,7 @@ def render_http_instructions(counts: list[HttpInstructions] | str) -> list[str]:
             f"| {c.path.name} | {c.per_call['empty']:,.0f} | {c.noise:+,.0f} | {c.per_call['library']:,.0f} "
             f"| {c.added:+,.0f} | {c.added / c.per_call['empty']:.2%} |"
         )
-    out += ["", "Re-measure with `python benchmarks/run.py --http-instructions` (~15 minutes).", ""]
+    out += ["", "Re-measure with `python benchmarks/run.py --http-instructions` (~3 minutes).", ""]
     return out
 
 
