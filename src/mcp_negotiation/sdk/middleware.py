@@ -22,7 +22,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from .. import revisions, telemetry
 from ..client_log import report
 from ..engine import Decision, Engine, Inbound, Pipe, Shape, UcpRepeat
-from ..negotiation import Negotiation, Policy
+from ..negotiation import Negotiation, Policy, Transport
 from . import seams
 from .asgi import JUDGED_MARK
 from .catalog import LISTINGS, listing_call
@@ -222,9 +222,11 @@ def _held_over_http(ctx: ServerRequestContext[Any, Any], held: Entry | Negotiati
 def _inbound(ctx: ServerRequestContext[Any, Any]) -> Inbound:
     """The facts of one message, from the SDK's request context and its connection."""
     kind = seams.transport_kind(ctx)
-    transport, headers, sent = origin(http_scope(ctx.request), http=kind == seams.HTTP_KIND)
+    transport: Transport
     if kind == seams.DIRECT_KIND:  # the SDK's in-process dispatcher, even when a stdio server's tool runs it
-        transport, headers = "memory", NO_HEADERS
+        transport, headers, sent = "memory", NO_HEADERS, None
+    else:
+        transport, headers, sent = origin(http_scope(ctx.request), http=kind == seams.HTTP_KIND)
     state = seams.connection_state(ctx)
     return Inbound(
         method=ctx.method,

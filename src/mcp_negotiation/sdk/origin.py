@@ -22,7 +22,6 @@ __all__ = [
     "RELEVANT_HEADERS",
     "UCP_AGENT",
     "RawHeaders",
-    "decoded",
     "http_headers",
     "http_scope",
     "on_stdio",
@@ -59,7 +58,7 @@ def http_scope(request: Any) -> MutableMapping[str, Any] | None:
 
 def http_headers(scope: Mapping[str, Any]) -> tuple[RawHeaders, str | None]:
     """From an HTTP request's ASGI `scope`: the negotiation headers a record keeps, undecoded
-    (`decoded` makes them a record's), and the `Mcp-Method` header, which the SDK checked
+    (`origin` decodes them for a record), and the `Mcp-Method` header, which the SDK checked
     against the body.
 
     One pass over the scope's raw lines, whose names are lowercase as Starlette (and so the
@@ -80,7 +79,7 @@ def http_headers(scope: Mapping[str, Any]) -> tuple[RawHeaders, str | None]:
     return kept, None if sent is None else sent.decode("latin-1")
 
 
-def decoded(kept: RawHeaders) -> Mapping[str, str]:
+def _decoded(kept: RawHeaders) -> Mapping[str, str]:
     """Kept headers (`http_headers`) as a record holds them: text, read-only."""
     if not kept:
         return NO_HEADERS
@@ -95,7 +94,7 @@ def origin(
     `http_headers` reads them."""
     if scope is not None:
         kept, sent = http_headers(scope)
-        return "http", decoded(kept), sent
+        return "http", _decoded(kept), sent
     if http:
         return "http", NO_HEADERS, None
     return ("stdio" if on_stdio.get() else "memory"), NO_HEADERS, None
