@@ -191,6 +191,15 @@ SERVERS.update({f.__name__: f for f in (plain_server, ucp_server, ucp_server_uns
 
 
 @dataclass(frozen=True)
+class Counting:
+    """How `serve_http` runs a server under callgrind: where its dumps land (a path prefix),
+    and the built `callgrind_marks.c` it marks its runs with (`_build_marks`)."""
+
+    dumps: Path
+    marks: Path
+
+
+@dataclass(frozen=True)
 class Served:
     """An HTTP server `serve_http` started: its URL, its pid, and (when counted) its marks."""
 
@@ -207,24 +216,24 @@ def serve_http(
     otel: bool,
     *,
     empty: bool = False,
-    counted: Path | None = None,
+    counted: Counting | None = None,
 ) -> Iterator[Served]:
     """uvicorn on 127.0.0.1 in a process of its own (this script with `--serve`).
 
     In a thread of this process the server would share the client's GIL, and the ratio
     would measure thread hand-offs (each socket write may wait a switch interval) more
     than the library. `empty`: the unwrapped server with an empty SDK middleware.
-    `counted`: the process runs under callgrind, its dumps land at this path (`count_http`).
+    `counted`: the process runs under callgrind (`count_http`).
     """
     command = [sys.executable, str(Path(__file__).resolve()), "--serve", factory.__name__]
     command += ["--wrapped"] * wrapped + ["--otel"] * otel + ["--empty-middleware"] * empty
     env = None
     log: Any = None  # valgrind's own report, kept out of this script's output
     if counted is not None:
-        out = f"--callgrind-out-file={counted}.%p"
+        out = f"--callgrind-out-file={counted.dumps}.%p"
         command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", out, *command, "--counted"]
-        env = {**os.environ, "PYTHONHASHSEED": "0", MARKS_LIBRARY: str(_build_marks(counted.parent))}
-        log = (counted.parent / f"valgrind.{counted.name}.log").open("w")
+        env = {**os.environ, "PYTHONHASHSEED": "0", MARKS_LIBRARY: str(counted.marks)}
+        log = counted.dumps.with_name(f"valgrind.{counted.dumps.name}.log").open("w")
     child = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env
     )
@@ -269,8 +278,8 @@ def serve_main(name: str, wrapped: bool, otel: bool, empty: bool = False, counte
     """
     logging.disable(logging.INFO)
     discard = configure_otel() if otel else None
-    server_ = with_empty_middleware(SERVERS[name](False)) if empty else SERVERS[name](wrapped)
-    app = server_.streamable_http_app()
+    mcp_server = with_empty_middleware(SERVERS[name](False)) if empty else SERVERS[name](wrapped)
+    app = mcp_server.streamable_http_app()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
@@ -826,6 +835,7 @@ async def count_http(key: str, path: BenchPath, calls: int, runs: int, warmup: i
     warm-up, `EMPTY_RUNS` runs of no call, then `runs` runs of `calls`, as in memory."""
     with tempfile.TemporaryDirectory(prefix="callgrind-http-") as tmp:
         folder = Path(tmp)
+        marks = _build_marks(folder)
         with contextlib.ExitStack() as stack:
             servers = [
                 stack.enter_context(
@@ -834,7 +844,7 @@ async def count_http(key: str, path: BenchPath, calls: int, runs: int, warmup: i
                         variant == "library",
                         False,
                         empty=variant != "library",
-                        counted=folder / f"callgrind.{variant}",
+                        counted=Counting(folder / f"callgrind.{variant}", marks),
                     )
                 )
                 for variant in HTTP_VARIANTS
