@@ -82,7 +82,7 @@ from opentelemetry.trace import NonRecordingSpan
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
-from mcp_negotiation import Policy, negotiate, telemetry  # noqa: E402
+from mcp_negotiation import Policy, negotiate, otel_seam, telemetry  # noqa: E402
 from mcp_negotiation.negotiation import Negotiation, Negotiator, supports  # noqa: E402
 from mcp_negotiation.revisions import LEGACY as LEGACY_REVISIONS  # noqa: E402
 from mcp_negotiation.sdk import seams  # noqa: E402
@@ -1276,7 +1276,7 @@ async def steps_child(key: str) -> None:
             if telemetry.SPAN_SOURCE is not None:
                 parent = telemetry.SPAN_SOURCE[0].get().get(telemetry.SPAN_SOURCE[1])
                 if parent is not None and type(parent) is not NonRecordingSpan and parent.is_recording():
-                    parent.add_link(known.traced.context)
+                    otel_seam.link_appender(type(parent))(parent, known.traced.link)
             known.traced.count()
             entry = known.by_tool.get(params["name"]) or known.published
         else:

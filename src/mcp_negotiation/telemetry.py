@@ -9,7 +9,8 @@ A modern client repeats the same envelope on every request, and the negotiator a
 a repeat with the record it already made. Tracing that repeat in full would cost more
 than the request itself (an SDK span, an event and two synchronous instruments are
 about 100 µs), so by default a repeat is counted and its SERVER span gets a *link* to
-the span that negotiated it (the SDK's `add_link`, 3 to 6 µs);
+the span that negotiated it (one `Link`, built once and appended to each repeat's span
+as the SDK's `add_link` appends it: see `otel_seam`);
 `Policy(trace_every_request=True)` restores a full span per request. The count is an
 asynchronous counter over in-process tallies, so counting costs one C call rather than a
 trip through the metrics SDK.
@@ -30,8 +31,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from opentelemetry import metrics, propagate, trace
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
 from . import otel_seam, revisions
 from .bounded import IdentityCache
@@ -142,12 +144,22 @@ class Traced:
     outcomes (the middleware's repeat memo), which then skips every lookup.
     """
 
-    __slots__ = ("context", "count")
+    __slots__ = ("count", "link")
 
     def __init__(self, context: SpanContext | None, labels: Labels) -> None:
-        self.context = context
+        self.link = _link_to(context)
+        """The link a repeat's span gets (built once: see `otel_seam`); None while the
+        negotiation's span was never recorded."""
         self.count = tally_of(labels).add
         """Adds one to the tally of the negotiation's metric labels."""
+
+
+_NO_ATTRIBUTES: Final = BoundedAttributes(immutable=True)
+"""A link's attributes: none, as the SDK's `add_link(context)` gives it (immutable, so shared)."""
+
+
+def _link_to(context: SpanContext | None) -> Link | None:
+    return None if context is None else Link(context, _NO_ATTRIBUTES)
 
 
 _TRACED_LIMIT: Final = 1_024
@@ -280,6 +292,17 @@ def _emit(
 SPAN_SOURCE: Final = otel_seam.current_span_source()
 """Where the current span is read directly, per repeat (see `otel_seam`); None: the public API."""
 
+_APPENDERS_LIMIT: Final = 16
+_link_appenders: dict[type, otel_seam.LinkAppender] = {}
+"""How a repeat links a span of each type seen (`otel_seam.link_appender`)."""
+
+
+def _link_appender(kind: type) -> otel_seam.LinkAppender:
+    append = otel_seam.link_appender(kind)
+    if len(_link_appenders) < _APPENDERS_LIMIT:  # span types are the SDK's, not a client's: a few
+        _link_appenders[kind] = append
+    return append
+
 
 def repeated(traced: Traced) -> bool:
     """Count one repeat and link the request's span to the negotiation's span.
@@ -294,9 +317,11 @@ def repeated(traced: Traced) -> bool:
         else:
             parent = trace.get_current_span()
         if parent is not None and type(parent) is not NonRecordingSpan and parent.is_recording():
-            if traced.context is None:
+            if traced.link is None:
                 return False
-            parent.add_link(traced.context)
+            kind = type(parent)
+            append = _link_appenders.get(kind) or _link_appender(kind)
+            append(parent, traced.link)
         traced.count()
     except Exception as problem:
         report(logging.ERROR, _FAILED, exc=problem)
@@ -330,7 +355,7 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
             traced = Traced(context, labels)
             _traced.put(traced, record, size=retained_size(record))
         else:
-            traced.context = context  # first seen while nothing recorded: repeats link here now
+            traced.link = _link_to(context)  # first seen while nothing recorded: repeats link here now
         return traced
     except Exception as problem:
         report(logging.ERROR, _FAILED, exc=problem)

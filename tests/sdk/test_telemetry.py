@@ -362,6 +362,58 @@ def test_the_current_span_is_read_where_opentelemetry_keeps_it(monkeypatch: pyte
     assert otel_seam.current_span_source() is None
 
 
+def test_a_repeat_appends_the_very_link_the_sdks_add_link_builds(spans: InMemorySpanExporter) -> None:
+    """The SDK's spans take the link built once through its private `_add_link`: the same
+    link as `add_link(context)` gives, and none once the span has ended."""
+    from opentelemetry.util.types import Attributes
+
+    tracer = trace.get_tracer("tests")
+    negotiated = tracer.start_span("negotiated")
+    negotiated.end()
+    built = telemetry.Traced(negotiated.get_span_context(), ("modern", "2026-07-28", "ok")).link
+    assert built is not None
+    with tracer.start_as_current_span("by add_link") as public:
+        public.add_link(negotiated.get_span_context())
+    with tracer.start_as_current_span("appended") as span:
+        append = otel_seam.link_appender(type(span))
+        assert append is type(span)._add_link  # type: ignore[attr-defined]  # the SDK's own append, found by the seam
+        append(span, built)
+    append(span, built)  # ended: the SDK's append refuses it, as its `add_link` does
+    finished = spans.get_finished_spans()
+    by_add_link, appended = (named(finished, name)[0] for name in ("by add_link", "appended"))
+
+    def shape(attributes: Attributes) -> tuple[type, dict[str, Any], int]:
+        # What exporters read (not `maxlen`, the SpanLimits' cap that an empty set never reaches).
+        return type(attributes), dict(attributes or {}), getattr(attributes, "dropped", -1)
+
+    ((theirs,), (ours,)) = by_add_link.links, appended.links
+    assert ours.context == theirs.context == negotiated.get_span_context()
+    assert shape(ours.attributes) == shape(theirs.attributes)
+    assert ours.dropped_attributes == theirs.dropped_attributes == 0
+    with pytest.raises(TypeError):  # immutable, as the SDK makes a link's attributes: safe to share
+        ours.attributes["x"] = 1  # type: ignore[index]
+
+
+def test_a_span_that_adds_links_its_own_way_gets_the_public_call() -> None:
+    from opentelemetry.sdk.trace import _Span
+
+    added: list[trace.SpanContext] = []
+
+    class OwnLinks(_Span):
+        def add_link(self, context: trace.SpanContext, attributes: Any = None) -> None:
+            added.append(context)
+
+    class NotTheSdks(trace.NonRecordingSpan):
+        def add_link(self, context: trace.SpanContext, attributes: Any = None) -> None:
+            added.append(context)
+
+    context = trace.SpanContext(trace_id=0x1234, span_id=0x5678, is_remote=False)
+    link = trace.Link(context)
+    for kind, span in ((OwnLinks, OwnLinks("own", context=context)), (NotTheSdks, NotTheSdks(context))):
+        otel_seam.link_appender(kind)(span, link)
+    assert added == [context, context]
+
+
 @pytest.mark.parametrize("read", ["direct", "public API"])
 def test_a_repeat_first_seen_untraced_is_traced_once_something_records(
     spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, read: str
