@@ -71,7 +71,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import uvicorn
 from mcp import Client
@@ -804,10 +804,24 @@ def measure_instructions(
 
 PARTS = ("instructions", "http-instructions", "overhead", "micro", "memory")
 """What a run measures, in this order (`--only`)."""
-HTTP_COSTS = (
-    ("http-legacy", _path("HTTP · legacy stateful")),
-    ("http-modern", _path("HTTP · modern")),
-    ("http-ucp-modern", _path("UCP cached · HTTP · modern")),
+
+
+class HttpCost(NamedTuple):
+    """An HTTP path of the overhead table whose server is counted in instructions."""
+
+    key: str
+    path: BenchPath
+    otel: bool
+
+
+HTTP_COSTS = tuple(
+    HttpCost(f"{key}-otel" if otel else key, _path(name), otel)
+    for otel in (False, True)
+    for key, name in (
+        ("http-legacy", "HTTP · legacy stateful"),
+        ("http-modern", "HTTP · modern"),
+        ("http-ucp-modern", "UCP cached · HTTP · modern"),
+    )
 )
 HTTP_VARIANTS = ("empty", "again", "library")
 """Over HTTP: a server with an empty SDK middleware, a second such server (the two differ
@@ -816,8 +830,7 @@ only by the method's noise: the A/A figure), and the library's."""
 
 @dataclass
 class HttpInstructions(Counted):
-    key: str = field(kw_only=True)
-    path: BenchPath = field(kw_only=True)
+    cost: HttpCost = field(kw_only=True)
 
     @property
     def noise(self) -> float:
@@ -825,14 +838,16 @@ class HttpInstructions(Counted):
         return self.per_call["again"] - self.per_call["empty"]
 
 
-async def count_http(key: str, path: BenchPath, calls: int, runs: int, warmup: int) -> HttpInstructions:
+async def count_http(cost: HttpCost, calls: int, runs: int, warmup: int) -> HttpInstructions:
     """Instructions per call of an HTTP server, counted in its process alone (`serve_http`
     under callgrind), each variant in a process of its own, driven at once from here.
 
     The client stays out of the count: in one counted process with the server, how the two
     interleave would move the count by more than the library costs. Each run is marked by
     the server itself on its event loop once the loop is idle (`serve_main`): after the same
-    warm-up, `EMPTY_RUNS` runs of no call, then `runs` runs of `calls`, as in memory."""
+    warm-up, `EMPTY_RUNS` runs of no call, then `runs` runs of `calls`, as in memory. With
+    `cost.otel`, every server records its spans with a real SDK (`configure_otel`)."""
+    key, path = cost.key, cost.path
     with tempfile.TemporaryDirectory(prefix="callgrind-http-") as tmp:
         folder = Path(tmp)
         marks = _build_marks(folder)
@@ -842,7 +857,7 @@ async def count_http(key: str, path: BenchPath, calls: int, runs: int, warmup: i
                     serve_http(
                         path.factory,
                         variant == "library",
-                        False,
+                        cost.otel,
                         empty=variant != "library",
                         counted=Counting(folder / f"callgrind.{variant}", marks),
                     )
@@ -857,7 +872,7 @@ async def count_http(key: str, path: BenchPath, calls: int, runs: int, warmup: i
             )
         dumps = _dumps(folder)  # once every server stopped, so that every dump is written
         per_variant = {variant: per_call(dumps, key, variant) for variant in HTTP_VARIANTS}
-    return HttpInstructions(calls, runs, per_variant, key=key, path=path)
+    return HttpInstructions(calls, runs, per_variant, cost=cost)
 
 
 async def _count_served(
@@ -1753,15 +1768,21 @@ def render_http_instructions(counts: list[HttpInstructions] | str) -> list[str]:
     if isinstance(counts, str):
         return out
     out += [
-        "| Path | empty SDK middleware | A/A | with the library | added | share |",
-        "|---|--:|--:|--:|--:|--:|",
+        "| Path | OTel SDK | empty SDK middleware | A/A | with the library | added | share |",
+        "|---|---|--:|--:|--:|--:|--:|",
     ]
     for c in counts:
         out.append(
-            f"| {c.path.name} | {c.per_call['empty']:,.0f} | {c.noise:+,.0f} | {c.per_call['library']:,.0f} "
-            f"| {c.added:+,.0f} | {c.added / c.per_call['empty']:.2%} |"
+            f"| {c.cost.path.name} | {'yes' if c.cost.otel else 'no'} | {c.per_call['empty']:,.0f} "
+            f"| {c.noise:+,.0f} | {c.per_call['library']:,.0f} | {c.added:+,.0f} "
+            f"| {c.added / c.per_call['empty']:.2%} |"
         )
-    out += ["", "Re-measure with `python benchmarks/run.py --http-instructions` (~3 minutes).", ""]
+    out += [
+        "",
+        "Re-measure with `python benchmarks/run.py --http-instructions` (~6 minutes; with",
+        "`--no-otel`, only the rows without an SDK).",
+        "",
+    ]
     return out
 
 
@@ -1992,14 +2013,19 @@ async def main_async(args: argparse.Namespace) -> str:
         http_instructions = callgrind_missing()
         if http_instructions is None:
             http_instructions = []
-            for key, path in HTTP_COSTS:
-                if args.path and not any(part in path.name for part in args.path):
+            for cost in HTTP_COSTS:
+                if args.path and not any(part in cost.path.name for part in args.path):
                     continue
-                print(f"instructions over HTTP, {path.name} ({args.http_runs} runs of {args.http_calls}) ...")
-                count = await count_http(key, path, args.http_calls, args.http_runs, args.warmup)
+                if cost.otel and args.no_otel:
+                    continue
+                sdk = "with" if cost.otel else "no"
+                runs = f"{args.http_runs} runs of {args.http_calls}"
+                print(f"instructions over HTTP, {cost.path.name}, {sdk} OTel SDK ({runs}) ...")
+                count = await count_http(cost, args.http_calls, args.http_runs, args.warmup)
                 http_instructions.append(count)
                 empty = count.per_call["empty"]
-                print(f"  {key:16s} empty {empty:,.0f}  A/A {count.noise:+,.0f}  added {count.added:+,.0f}")
+                added = count.added
+                print(f"  {cost.key:21s} empty {empty:,.0f}  A/A {count.noise:+,.0f}  added {added:+,.0f}")
         else:
             print(f"instructions over HTTP: not measured, {http_instructions}", flush=True)
     if "micro" in parts:
@@ -2063,7 +2089,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", choices=sorted(STEPS), help="each step of one path's repeat, alone")
     parser.add_argument("--output", type=Path, help=f"where to write the table (default {RESULTS.name})")
     parser.add_argument("--path", action="append", help="only overhead paths whose name contains this")
-    parser.add_argument("--no-otel", action="store_true", help="skip the overhead rows with the OTel SDK")
+    parser.add_argument(
+        "--no-otel", action="store_true", help="skip the rows with the OTel SDK (overhead, HTTP count)"
+    )
     parser.add_argument("--rounds", type=int, default=11, help="rounds of alternating calls per path")
     parser.add_argument("--round-seconds", type=float, default=0.6, help="approximate length of one round")
     parser.add_argument("--alone", type=int, default=1_000, help="calls per server to count gc runs")
