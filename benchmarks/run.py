@@ -1779,7 +1779,7 @@ def render_http_instructions(counts: list[HttpInstructions] | str) -> list[str]:
         )
     out += [
         "",
-        "Re-measure with `python benchmarks/run.py --http-instructions` (~6 minutes; with",
+        "Re-measure with `python benchmarks/run.py --http-instructions` (~5 minutes; with",
         "`--no-otel`, only the rows without an SDK).",
         "",
     ]
