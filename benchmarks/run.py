@@ -71,7 +71,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 import uvicorn
 from mcp import Client
@@ -564,13 +564,20 @@ MARKS_LIBRARY = "MCP_NEGOTIATION_BENCH_MARKS"
 
 
 @dataclass(frozen=True)
-class Cost:
-    """A path whose repeated `tools/call` is counted in instructions, with what the
-    library may add to it: the issue's targets (a repeat is one lookup and a publish)."""
+class CountedPath:
+    """A path whose repeated `tools/call` is counted in instructions, with or without an
+    OpenTelemetry SDK (over HTTP: `HTTP_COSTS`)."""
 
-    key: str  # what `--profile` takes
+    key: str  # what `--profile` takes (in memory)
     path: BenchPath
     otel: bool
+
+
+@dataclass(frozen=True)
+class Cost(CountedPath):
+    """A path counted in memory, with what the library may add to it: the issue's targets
+    (a repeat is one lookup and a publish)."""
+
     target: int
 
 
@@ -806,16 +813,8 @@ PARTS = ("instructions", "http-instructions", "overhead", "micro", "memory")
 """What a run measures, in this order (`--only`)."""
 
 
-class HttpCost(NamedTuple):
-    """An HTTP path of the overhead table whose server is counted in instructions."""
-
-    key: str
-    path: BenchPath
-    otel: bool
-
-
 HTTP_COSTS = tuple(
-    HttpCost(f"{key}-otel" if otel else key, _path(name), otel)
+    CountedPath(f"{key}-otel" if otel else key, _path(name), otel)
     for otel in (False, True)
     for key, name in (
         ("http-legacy", "HTTP · legacy stateful"),
@@ -823,6 +822,8 @@ HTTP_COSTS = tuple(
         ("http-ucp-modern", "UCP cached · HTTP · modern"),
     )
 )
+"""The HTTP paths of the overhead table whose servers `count_http` counts, without and with
+an SDK (no target: the issue's are for calls in memory)."""
 HTTP_VARIANTS = ("empty", "again", "library")
 """Over HTTP: a server with an empty SDK middleware, a second such server (the two differ
 only by the method's noise: the A/A figure), and the library's."""
@@ -830,7 +831,7 @@ only by the method's noise: the A/A figure), and the library's."""
 
 @dataclass
 class HttpInstructions(Counted):
-    cost: HttpCost = field(kw_only=True)
+    cost: CountedPath = field(kw_only=True)
 
     @property
     def noise(self) -> float:
@@ -838,7 +839,7 @@ class HttpInstructions(Counted):
         return self.per_call["again"] - self.per_call["empty"]
 
 
-async def count_http(cost: HttpCost, calls: int, runs: int, warmup: int) -> HttpInstructions:
+async def count_http(cost: CountedPath, calls: int, runs: int, warmup: int) -> HttpInstructions:
     """Instructions per call of an HTTP server, counted in its process alone (`serve_http`
     under callgrind), each variant in a process of its own, driven at once from here.
 
