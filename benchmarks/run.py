@@ -73,8 +73,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import httpx2
 import uvicorn
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from opentelemetry.trace import NonRecordingSpan
@@ -358,6 +360,8 @@ class BenchPath:
     reference: bool = False
     otel: tuple[bool, ...] = (False, True)
     """With which OpenTelemetry settings the row is measured (no SDK, an SDK)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """What an HTTP client sends with every request besides the SDK's own headers."""
 
 
 PATHS = (
@@ -368,6 +372,15 @@ PATHS = (
     BenchPath("UCP cached · in-memory · legacy", "memory", "legacy", ucp_server, "create_checkout", UCP_ARGS),
     BenchPath("UCP cached · in-memory · modern", "memory", MODERN, ucp_server, "create_checkout", UCP_ARGS),
     BenchPath("UCP cached · HTTP · modern", "http", MODERN, ucp_server, "create_checkout", UCP_ARGS),
+    BenchPath(
+        "UCP cached · HTTP · modern, UCP-Agent header",
+        "http",
+        MODERN,
+        ucp_server,
+        "create_checkout",
+        UCP_ARGS,
+        headers=(("UCP-Agent", f'profile="{PLATFORM_URL}"'),),
+    ),
     *(
         BenchPath(
             f"reference: {what} · in-memory · {era}",
@@ -482,8 +495,24 @@ async def _client(path: BenchPath, wrapped: bool, otel: bool) -> AsyncIterator[t
             yield client, None
         return
     with serve_http(path.factory, wrapped, otel) as served:
-        async with Client(served.url, mode=path.mode) as client:
+        async with _http_client(served.url, path) as client:
             yield client, served.pid
+
+
+@asynccontextmanager
+async def _http_client(url: str, path: BenchPath) -> AsyncIterator[Client]:
+    """The SDK's client of the HTTP server at `url`, sending the path's `headers` on every
+    request (as a UCP platform sends its `UCP-Agent` header beside the arguments naming it)."""
+    if not path.headers:
+        async with Client(url, mode=path.mode) as client:
+            yield client
+        return
+    timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's own client's
+    async with (
+        httpx2.AsyncClient(headers=dict(path.headers), timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http), mode=path.mode) as client,
+    ):
+        yield client
 
 
 async def measure_overhead(
@@ -820,6 +849,7 @@ HTTP_COSTS = tuple(
         ("http-legacy", "HTTP · legacy stateful"),
         ("http-modern", "HTTP · modern"),
         ("http-ucp-modern", "UCP cached · HTTP · modern"),
+        ("http-ucp-agent", "UCP cached · HTTP · modern, UCP-Agent header"),
     )
 )
 """The HTTP paths of the overhead table whose servers `count_http` counts, without and with
@@ -879,7 +909,7 @@ async def count_http(cost: CountedPath, calls: int, runs: int, warmup: int) -> H
 async def _count_served(
     served: Served, path: BenchPath, label: str, calls: int, runs: int, warmup: int
 ) -> None:
-    async with Client(served.url, mode=path.mode) as client:
+    async with _http_client(served.url, path) as client:
         await _calls(client, path, warmup)
         for index, count in enumerate((0,) * EMPTY_RUNS + (calls,) * runs):
             await asyncio.to_thread(served.mark, "count")
@@ -1907,7 +1937,8 @@ def render(
         "  `StaticResolver` (the platform profile is always served from memory) and calls carrying",
         '  `arguments.meta["ucp-agent"].profile`; its unwrapped twin is the same tool without the',
         "  library, answering the same document and doing the same work of its own (sorting the",
-        "  agreed capabilities' names), so that *added* is only the library's.",
+        "  agreed capabilities' names), so that *added* is only the library's. The *UCP-Agent header*",
+        "  row's client also sends the header naming the same profile, as UCP's MCP transport does.",
         '- Client: the SDK\'s `mcp.Client`; in-memory legacy is `Client(server, mode="legacy")`',
         '  (JSON-RPC over memory streams), in-memory modern `Client(server, mode="2026-07-28")` (the',
         "  SDK's direct dispatcher), both servers and clients in this process; HTTP is uvicorn on",
