@@ -1315,7 +1315,7 @@ async def steps_child(key: str) -> None:
                 raise RuntimeError("the replayed call is not a repeat of a session's UCP call")
             params = ctx.params
             url = params["arguments"]["meta"]["ucp-agent"]["profile"]
-            known = engine.ucp_memo.get((id(held), url))
+            known = engine.ucp_memo.get((id(held), url, None))  # (in memory: no UCP-Agent header)
             fresh = engine.ucp.resolver_fresh
             if known is None or known.platform is None or fresh(url) is not known.platform():
                 raise RuntimeError("the replayed call's agreement is not memoised")

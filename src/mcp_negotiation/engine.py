@@ -49,7 +49,7 @@ from .ucp.binding import (
     session_profile_url,
 )
 from .ucp.errors import UcpError
-from .ucp.header import validate_profile_url
+from .ucp.header import parse_ucp_agent, validate_profile_url
 from .ucp.profile import Profile
 
 __all__ = ["EXEMPT", "Decision", "Engine", "Held", "Inbound", "Repeat", "RepeatMemo", "UcpRepeat"]
@@ -261,8 +261,9 @@ class Engine:
         self.negotiator = negotiator or Negotiator(policy)
         self.ucp = UcpNegotiator(policy.ucp) if policy.ucp is not None else None
         self.memo = RepeatMemo(self.negotiator.withdrawals.monotonic)
-        self.ucp_memo: BoundedCache[tuple[int, str], UcpRepeat] = BoundedCache(MEMO_SIZE)
-        """Scoped UCP outcomes by (id of the record, the profile URL the call's arguments name)."""
+        self.ucp_memo: BoundedCache[tuple[int, str, bytes | None], UcpRepeat] = BoundedCache(MEMO_SIZE)
+        """Scoped UCP outcomes by (id of the record, the profile URL the call's arguments name,
+        the raw `UCP-Agent` header sent with it over HTTP, which named the same URL)."""
 
     # --- the decision -----------------------------------------------------------------
 
@@ -393,15 +394,18 @@ class Engine:
         )
         return Decision("serve", record, handshake=True)
 
-    def memoised_scope(self, record: Negotiation, params: Any) -> UcpRepeat | None:
+    def memoised_scope(
+        self, record: Negotiation, params: Any, agent: bytes | None = None
+    ) -> UcpRepeat | None:
         """A repeated UCP call's memoised outcome (see `scoped_repeat`), when the resolver tells
         without I/O that it would answer the call's profile URL with the very profile the
-        outcome was agreed with; else None, for `scoped_repeat`."""
+        outcome was agreed with; else None, for `scoped_repeat`. `agent`: the raw `UCP-Agent`
+        header the call came with over HTTP (None without one)."""
         url = named_in_arguments(params)
         fresh = self.ucp.resolver_fresh if self.ucp is not None else None
         if url is None or fresh is None:
             return None
-        known = self.ucp_memo.get((id(record), url))
+        known = self.ucp_memo.get((id(record), url, agent))
         if known is None or known.platform is None:
             return None
         try:
@@ -411,16 +415,19 @@ class Engine:
         return known if platform is not None and known.platform() is platform else None
 
     async def scoped_repeat(
-        self, record: Negotiation, params: Any, session_default: Any = None
+        self, record: Negotiation, params: Any, session_default: Any = None, agent: bytes | None = None
     ) -> UcpRepeat | None:
-        """What a repeated UCP call off HTTP (no headers) publishes: the negotiation it repeats
-        (a session's, or a memoised modern one) with the agreement for the platform the call
-        names, or None when that cannot be had, for `decide` to refuse the call in full.
+        """What a repeated UCP call publishes: the negotiation it repeats (a session's, or a
+        memoised modern one) with the agreement for the platform the call names, or None when
+        that cannot be had, for `decide` to refuse the call in full. `agent`: the raw
+        `UCP-Agent` header the call came with over HTTP (None without one).
 
-        A call naming its profile in its arguments (the source that wins off HTTP) is
-        answered from `ucp_memo` when the resolver, asked as on every call, still answers
-        with the profile the memoised agreement was made with: a profile that expired, was
-        fetched again or changed is agreed with afresh.
+        A call naming its profile in its arguments (the source that wins, and the one UCP's
+        binding always sends) is answered from `ucp_memo` when the resolver, asked as on
+        every call, still answers with the profile the memoised agreement was made with: a
+        profile that expired, was fetched again or changed is agreed with afresh. A header
+        sent with it is read once per memoised outcome (its raw value is in the key): it
+        must name the same URL, or the call is decided, and refused, in full.
         """
         ucp = self.ucp
         if ucp is None:
@@ -428,12 +435,15 @@ class Engine:
         url = named_in_arguments(params)
         try:
             if url is None:
-                scoped = await ucp.for_call(record, params, NO_HEADERS, session_default=session_default)
+                headers = NO_HEADERS if agent is None else {"ucp-agent": agent.decode("latin-1")}
+                scoped = await ucp.for_call(record, params, headers, session_default=session_default)
                 return UcpRepeat(record, None, (scoped, self.negotiator))
-            key = (id(record), url)
+            key = (id(record), url, agent)
             known = self.ucp_memo.get(key)
             if known is None:
                 validate_profile_url(url)
+                if agent is not None and parse_ucp_agent(agent.decode("latin-1")) != url:
+                    return None  # (`platform_profile_url` refuses the two disagreeing)
             platform = await ucp.resolved(url)
             if known is not None and known.platform is not None and known.platform() is platform:
                 return known
@@ -441,8 +451,9 @@ class Engine:
         except UcpError:
             return None
         repeat = UcpRepeat(record, platform, (scoped, self.negotiator))
-        if ucp.held_business(platform) and len(url) <= MAX_ENTRY_BYTES:
-            self.ucp_memo.put(key, repeat, len(url) + retained_size(record) + LEARNED_BYTES)
+        named = len(url) + (len(agent) if agent is not None else 0)
+        if ucp.held_business(platform) and named <= MAX_ENTRY_BYTES:
+            self.ucp_memo.put(key, repeat, named + retained_size(record) + LEARNED_BYTES)
         return repeat
 
     async def with_ucp(self, decision: Decision, message: Inbound) -> Decision:

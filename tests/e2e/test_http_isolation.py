@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import random
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import Policy
 from mcp_negotiation.demo import build
 from mcp_negotiation.engine import Engine
-from mcp_negotiation.ucp import StaticResolver
+from mcp_negotiation.ucp import INVALID_PROFILE_URL, UCP_JSONRPC_ERROR, StaticResolver
 from support.harness import legacy_session, open_streams, serve_http, structured
 from ucp_shop import CHECKOUT
 from ucp_shop import build as build_shop
@@ -254,31 +257,132 @@ async def test_a_sessions_requests_over_http_are_served_from_its_handshake_witho
     assert "tools/call" not in decided, decided
 
 
-async def test_a_sessions_ucp_call_over_http_is_decided_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A UCP call of a legacy session over HTTP is decided every time: its `UCP-Agent` header
-    may name the profile, which the held record cannot answer for."""
+PLATFORM = "https://platform.example/profile.json"
+OTHER_PLATFORM = "https://other.example/profile.json"
+SHOP_PLATFORMS = {
+    url: {"ucp": {"version": UCP_V, "capabilities": {CHECKOUT: [{"version": UCP_V}]}}}
+    for url in (PLATFORM, OTHER_PLATFORM)
+}
+CHECKOUT_ARGUMENTS = {"items": ["tea"], "meta": {"ucp-agent": {"profile": PLATFORM}}}
+SHOP_HEADERS = {"mcp-name": "create_checkout"}
+
+
+@asynccontextmanager
+async def _shop_session(
+    url: str, agent: str | None
+) -> AsyncIterator[tuple[ClientSession, httpx2.AsyncClient]]:
+    """A legacy session over HTTP whose requests carry `UCP-Agent: agent` (if any), and the
+    HTTP client sending them (whose `headers` a test may change between calls)."""
+    headers = {"UCP-Agent": agent} if agent is not None else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as streams,
+        legacy_session(streams, "2025-11-25") as (session, _),
+    ):
+        yield session, http
+
+
+async def test_a_sessions_ucp_calls_over_http_are_served_without_a_decision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A legacy session's UCP calls over HTTP are served as off HTTP: from the record its
+    handshake left, scoped to the agreement memoised per (record, profile URL, `UCP-Agent`
+    header), with no decision, with or without a header naming the arguments' profile."""
     decided = _decisions(monkeypatch)
-    platform = "https://platform.example/profile.json"
-    profile = {"ucp": {"version": UCP_V, "capabilities": {CHECKOUT: [{"version": UCP_V}]}}}
-    with serve_http(build_shop(StaticResolver({platform: profile})).streamable_http_app()) as url:
-        async with (
-            open_streams("http", url) as streams,
-            legacy_session(streams, "2025-11-25") as (session, _),
-        ):
-            for _ in range(2):
-                arguments = {"items": ["tea"], "meta": {"ucp-agent": {"profile": platform}}}
-                served = await session.call_tool("create_checkout", arguments)
-                assert served.structured_content is not None
-                assert served.structured_content["ucp"]["capabilities"] == {CHECKOUT: [{"version": UCP_V}]}
-    assert decided.count("tools/call") == 2, decided
+    with serve_http(build_shop(StaticResolver(SHOP_PLATFORMS)).streamable_http_app()) as url:
+        for agent in (None, f'profile="{PLATFORM}"'):
+            async with _shop_session(url, agent) as (session, _):
+                for _ in range(3):
+                    served = await session.call_tool("create_checkout", CHECKOUT_ARGUMENTS)
+                    assert served.structured_content is not None
+                    assert served.structured_content["ucp"]["capabilities"] == {
+                        CHECKOUT: [{"version": UCP_V}]
+                    }
+    assert decided == ["initialize", "initialize"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "reason"),
+    [
+        (f'profile="{OTHER_PLATFORM}"', "the UCP-Agent header and arguments.meta name different profiles"),
+        (f"profile={PLATFORM}", "the UCP-Agent profile must be a quoted string"),
+        (f'profile="{PLATFORM}', "the UCP-Agent header is not an RFC 8941 dictionary"),
+        (
+            f'profile="{PLATFORM}", profile="{PLATFORM}"',
+            "the UCP-Agent header has a duplicate profile member",
+        ),
+    ],
+)
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_ucp_agent_header_at_odds_with_the_arguments_is_refused_every_time(
+    monkeypatch: pytest.MonkeyPatch, era: str, agent: str, reason: str
+) -> None:
+    """Whatever was memoised for the same record and profile (a legacy session's record is
+    one for all its calls): a call whose header names another profile, or does not parse, is
+    decided in full and refused, on every call."""
+    decided = _decisions(monkeypatch)
+    with serve_http(build_shop(StaticResolver(SHOP_PLATFORMS)).streamable_http_app()) as url:
+        if era == "legacy":  # one session, its header changed between calls
+            async with _shop_session(url, None) as (session, http):
+                for sent in (None, f'profile="{PLATFORM}"', agent) * 2:
+                    http.headers.pop("UCP-Agent", None)
+                    if sent is not None:
+                        http.headers["UCP-Agent"] = sent
+                    call = session.call_tool("create_checkout", CHECKOUT_ARGUMENTS)
+                    if sent == agent:
+                        assert await _invalid_profile_url(call) == reason
+                    else:
+                        assert (await call).structured_content is not None
+        else:
+            for i in range(4):
+                sent = {"ucp-agent": agent} if i % 2 else {}
+                response = await _post(url, _shop_call(i), **SHOP_HEADERS, **sent)
+                if sent:
+                    assert response.json()["error"]["code"] == UCP_JSONRPC_ERROR, response.json()
+                    data = response.json()["error"]["data"]
+                    assert (data["code"], data["content"]) == (INVALID_PROFILE_URL, reason)
+                else:
+                    assert response.json()["result"]["structuredContent"]["ucp"]["capabilities"]
+    assert decided.count("tools/call") == (2 if era == "legacy" else 3), decided
+
+
+async def test_a_modern_ucp_call_over_http_with_its_header_is_decided_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """UCP's MCP transport sends the `UCP-Agent` header beside the arguments naming the
+    profile: the same call, repeated, is decided once and then served from the memos."""
+    decided = _decisions(monkeypatch)
+    agent = {"ucp-agent": f'profile="{PLATFORM}"'}
+    with serve_http(build_shop(StaticResolver(SHOP_PLATFORMS)).streamable_http_app()) as url:
+        answers = [(await _post(url, _shop_call(i), **SHOP_HEADERS, **agent)).json() for i in range(4)]
+    for answer in answers:
+        assert answer["result"]["structuredContent"]["ucp"]["capabilities"] == {
+            CHECKOUT: [{"version": UCP_V}]
+        }
+    assert decided.count("tools/call") == 1, decided
+
+
+def _shop_call(request_id: int) -> dict[str, Any]:
+    params = {"name": "create_checkout", "arguments": CHECKOUT_ARGUMENTS, "_meta": ENVELOPE}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+async def _invalid_profile_url(call: Awaitable[Any]) -> str:
+    """The reason UCP's `invalid_profile_url` refusal of `call` gives."""
+    with pytest.raises(MCPError) as refused:
+        await call
+    assert refused.value.error.code == UCP_JSONRPC_ERROR
+    assert refused.value.error.data["code"] == INVALID_PROFILE_URL
+    reason: str = refused.value.error.data["content"]
+    return reason
 
 
 async def test_a_modern_envelope_repeated_over_http_is_decided_once_per_headers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Over HTTP the memo of request shapes holds the negotiation headers a record keeps: the
-    same envelope is decided once, a request adding a `UCP-Agent` header is decided in full
-    (its record keeps that header), and the next plain one finds the plain record again."""
+    same envelope is decided once per headers (a record keeps a `UCP-Agent` header), and the
+    next plain request finds the plain record again."""
     decided = _decisions(monkeypatch)
     agent = {"ucp-agent": 'profile="https://agent.example/p.json"'}
     plain_headers = {"mcp-protocol-version": "2026-07-28"}
@@ -291,7 +395,7 @@ async def test_a_modern_envelope_repeated_over_http_is_decided_once_per_headers(
         assert response.json()["result"]["structuredContent"]["supports"]["sampling"] is True
     for response in with_agent:
         assert response.json()["result"]["structuredContent"]["headers"] == {**plain_headers, **agent}
-    assert decided.count("tools/call") == 3, decided  # the plain shape once, the UCP-Agent one each time
+    assert decided.count("tools/call") == 2, decided  # the plain shape once, the UCP-Agent one once
 
 
 async def test_a_refused_envelope_over_http_is_refused_every_time(monkeypatch: pytest.MonkeyPatch) -> None:

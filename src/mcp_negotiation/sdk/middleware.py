@@ -57,15 +57,15 @@ class NegotiationMiddleware:
         engine = self.engine
         key = base = entry = None  # a repeat: one lookup and a publish
         if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
-            held = engine.held_entry(seams.held(ctx), ctx.method)
+            held, agent = engine.held_entry(seams.held(ctx), ctx.method), None
             if ctx.request is not None:  # over HTTP
-                entry = _held_over_http(ctx, held)
-            elif not isinstance(held, Negotiation):
+                held, agent = _held_over_http(ctx, held)
+            if not isinstance(held, Negotiation):
                 entry = held
-            elif (scope := engine.memoised_scope(held, ctx.params)) is not None:  # a UCP call
+            elif (scope := engine.memoised_scope(held, ctx.params, agent)) is not None:  # a UCP call
                 entry = self.repeat_entry(ctx, scope, None)
             else:
-                entry = await self._scoped(ctx, held, legacy=True)
+                entry = await self._scoped(ctx, held, legacy=True, agent=agent)
         elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
             http = ctx.request is not None
             pipe = _pipe(ctx) if http else on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
@@ -73,10 +73,10 @@ class NegotiationMiddleware:
             if repeat is not None:
                 if repeat.traced is not None:
                     entry = repeat.published if telemetry.repeated(repeat.traced) else None
-                elif (scope := engine.memoised_scope(base := repeat.published[0], ctx.params)) is not None:
+                elif scope := engine.memoised_scope(base := repeat.published[0], ctx.params, _agent(pipe)):
                     entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
                 else:
-                    entry = await self._scoped(ctx, base, legacy=False)
+                    entry = await self._scoped(ctx, base, legacy=False, agent=_agent(pipe))
         if entry is not None:
             try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
                 setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
@@ -90,15 +90,16 @@ class NegotiationMiddleware:
         return await self._decided(ctx, call_next, key, base)
 
     async def _scoped(
-        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, *, legacy: bool
+        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, *, legacy: bool, agent: bytes | None
     ) -> Entry | None:
         """A repeat of a UCP call the memo did not answer (`Engine.memoised_scope`, which answers
         without an await): its record scoped to the agreement found for this call; None when
         the agreement cannot be had (the call is decided in full). `legacy`: the record is a
-        session's, whose default profile (stdio) it may use."""
+        session's, whose default profile (stdio) it may use. `agent`: the raw `UCP-Agent`
+        header of a call over HTTP."""
         started = time.perf_counter()
         default = seams.held(ctx, seams.UCP_STATE_KEY) if legacy else None
-        repeat = await self.engine.scoped_repeat(record, ctx.params, default)
+        repeat = await self.engine.scoped_repeat(record, ctx.params, default, agent)
         return None if repeat is None else self.repeat_entry(ctx, repeat, started)
 
     def repeat_entry(
@@ -191,32 +192,47 @@ class NegotiationMiddleware:
 
 def _pipe(ctx: ServerRequestContext[Any, Any]) -> Pipe | None:
     """What a modern request over HTTP adds to its shape (`RepeatMemo`): the negotiation
-    headers its record would keep (`origin`). None, for a decision in full, when a
-    `UCP-Agent` header may name a UCP call's profile (a memoised scope reads the arguments
-    alone), for a request the SDK makes while serving another (`seams.served_for_another`),
-    and for `initialize`. A request whose shape is memoised is marked judged here, as
-    `_decided` marks it: a 400 from here on is no refusal before dispatch."""
+    headers its record would keep (`origin`), a `UCP-Agent` header among them. None, for a
+    decision in full, for a request the SDK makes while serving another
+    (`seams.served_for_another`), and for `initialize`. A request whose shape is memoised is
+    marked judged here, as `_decided` marks it: a 400 from here on is no refusal before
+    dispatch."""
     scope = http_scope(ctx.request)
     if scope is None or ctx.method == "initialize":
         return None
     kept, sent = http_headers(scope)
-    if UCP_AGENT in kept or seams.served_for_another(ctx.method, sent):
+    if seams.served_for_another(ctx.method, sent):
         return None
     scope[JUDGED_MARK] = True
     return tuple(kept.items())
 
 
-def _held_over_http(ctx: ServerRequestContext[Any, Any], held: Entry | Negotiation | None) -> Entry | None:
-    """What a legacy session's message over HTTP publishes without a decision: the entry its
-    held record decides (`Engine.held_entry`), as off HTTP, once that record knows its
-    session (otherwise `decide` adds it, once). A UCP call is decided in full: over HTTP its
-    `UCP-Agent` header may name the profile too. A request is marked judged, as `_decided`
-    marks it: a 400 from here on is no refusal before dispatch."""
-    if type(held) is not tuple or held[0].session_id is None:
-        return None
-    if ctx.request_id is not None and (scope := http_scope(ctx.request)) is not None:
+def _agent(pipe: Pipe | None) -> bytes | None:
+    """The raw `UCP-Agent` header a modern request's pipe holds (`_pipe`), for its UCP call."""
+    if type(pipe) is tuple:
+        for name, value in pipe:
+            if name == UCP_AGENT:
+                return value
+    return None
+
+
+def _held_over_http(
+    ctx: ServerRequestContext[Any, Any], held: Entry | Negotiation | None
+) -> tuple[Entry | Negotiation | None, bytes | None]:
+    """What a legacy session's message over HTTP is served from without a decision, as off
+    HTTP: the entry its held record decides (`Engine.held_entry`), once that record knows its
+    session (otherwise None: `decide` adds it, once); and for a UCP call (the record alone),
+    the raw `UCP-Agent` header it came with, which may name its profile too. A request is
+    marked judged, as `_decided` marks it: a 400 from here on is no refusal before dispatch."""
+    record = held[0] if type(held) is tuple else held
+    if type(record) is not Negotiation or record.session_id is None:
+        return None, None
+    scope = http_scope(ctx.request)
+    if scope is None:
+        return held, None
+    if ctx.request_id is not None:
         scope[JUDGED_MARK] = True
-    return held
+    return held, (http_headers(scope)[0].get(UCP_AGENT) if held is record else None)
 
 
 def _inbound(ctx: ServerRequestContext[Any, Any]) -> Inbound:
