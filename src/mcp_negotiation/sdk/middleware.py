@@ -54,29 +54,29 @@ class NegotiationMiddleware:
             self._settle()
         if ctx.method in LISTINGS:  # requirements declared, and scoped on request (`catalog`)
             call_next = listing_call(call_next, self._owner() if self._owner is not None else None)
-        engine = self.engine
-        key = base = entry = None  # a repeat: one lookup and a publish
+        key = base = entry = agent = None  # a repeat: one lookup and a publish
         if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
-            held, agent = engine.held_entry(seams.held(ctx), ctx.method), None
+            held = self.engine.held_entry(seams.held(ctx), ctx.method)
             if ctx.request is not None:  # over HTTP
                 held, agent = _held_over_http(ctx, held)
             if not isinstance(held, Negotiation):
                 entry = held
-            elif (scope := engine.memoised_scope(held, ctx.params, agent)) is not None:  # a UCP call
+            elif (scope := self.engine.memoised_scope(held, ctx.params, agent)) is not None:  # a UCP call
                 entry = self.repeat_entry(ctx, scope, None)
             else:
                 entry = await self._scoped(ctx, held, legacy=True, agent=agent)
         elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
-            http = ctx.request is not None
-            pipe = _pipe(ctx) if http else on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
-            key, repeat = engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, pipe)
+            pipe: Pipe | None = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
+            if ctx.request is not None:  # over HTTP
+                pipe, agent = _pipe(ctx)
+            key, repeat = self.engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, pipe)
             if repeat is not None:
                 if repeat.traced is not None:
                     entry = repeat.published if telemetry.repeated(repeat.traced) else None
-                elif scope := engine.memoised_scope(base := repeat.published[0], ctx.params, _agent(pipe)):
+                elif scope := self.engine.memoised_scope(base := repeat.published[0], ctx.params, agent):
                     entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
                 else:
-                    entry = await self._scoped(ctx, base, legacy=False, agent=_agent(pipe))
+                    entry = await self._scoped(ctx, base, legacy=False, agent=agent)
         if entry is not None:
             try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
                 setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
@@ -190,30 +190,21 @@ class NegotiationMiddleware:
             logger.info("mcp_negotiation: moved behind the server's span opener from the next request on")
 
 
-def _pipe(ctx: ServerRequestContext[Any, Any]) -> Pipe | None:
+def _pipe(ctx: ServerRequestContext[Any, Any]) -> tuple[Pipe | None, bytes | None]:
     """What a modern request over HTTP adds to its shape (`RepeatMemo`): the negotiation
-    headers its record would keep (`origin`), a `UCP-Agent` header among them. None, for a
-    decision in full, for a request the SDK makes while serving another
-    (`seams.served_for_another`), and for `initialize`. A request whose shape is memoised is
-    marked judged here, as `_decided` marks it: a 400 from here on is no refusal before
-    dispatch."""
+    headers its record would keep (`origin`); and the raw `UCP-Agent` header among them, for
+    its UCP call. None, for a decision in full, for a request the SDK makes while serving
+    another (`seams.served_for_another`), and for `initialize`. A request whose shape is
+    memoised is marked judged here, as `_decided` marks it: a 400 from here on is no refusal
+    before dispatch."""
     scope = http_scope(ctx.request)
     if scope is None or ctx.method == "initialize":
-        return None
+        return None, None
     kept, sent = http_headers(scope)
     if seams.served_for_another(ctx.method, sent):
-        return None
+        return None, None
     scope[JUDGED_MARK] = True
-    return tuple(kept.items())
-
-
-def _agent(pipe: Pipe | None) -> bytes | None:
-    """The raw `UCP-Agent` header a modern request's pipe holds (`_pipe`), for its UCP call."""
-    if type(pipe) is tuple:
-        for name, value in pipe:
-            if name == UCP_AGENT:
-                return value
-    return None
+    return tuple(kept.items()), kept.get(UCP_AGENT)
 
 
 def _held_over_http(
