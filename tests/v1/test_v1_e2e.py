@@ -6,6 +6,7 @@ revision agreed; refusals use the specification's codes and the next request is 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,6 +28,7 @@ from mcp_negotiation import (
     revisions,
     uninstrument,
 )
+from mcp_negotiation.engine import Engine
 from mcp_negotiation.sdk import MCP_MAJOR
 from mcp_negotiation.sdk.v1 import is_negotiated, missing_targets, sdk_revisions
 
@@ -254,6 +256,47 @@ async def test_stateful_http_records_the_session_id() -> None:
     assert isinstance(first["session_id"], str)
     assert len(first["session_id"]) >= 16
     assert second["session_id"] == first["session_id"]
+
+
+@pytest.mark.parametrize("kind", ["memory", "http", "sse"])
+async def test_a_sessions_requests_are_served_from_its_handshake_without_a_decision(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on mcp 2.x: after its handshake a session's requests publish the record it holds,
+    and nothing is decided again (over stateful HTTP, after the first request, whose
+    decision adds the session id). Each session still sees its own record, and the held
+    record still refuses what it lacks."""
+    decided: list[str] = []
+    decide = Engine.decide
+
+    def counted(self: Engine, message: Any, base: Any = None) -> Any:
+        decided.append(message.method)
+        return decide(self, message, base)
+
+    monkeypatch.setattr(Engine, "decide", counted)
+    server = build()
+    with contextlib.ExitStack() as stack:
+        if kind == "memory":
+            target: Any = server
+        else:
+            app = server.sse_app() if kind == "sse" else server.streamable_http_app()
+            target = stack.enter_context(serve_http(app, "/sse" if kind == "sse" else "/mcp"))
+        async with (
+            session(kind, target, NEWEST, {"sampling": {}}) as (sampling, _),
+            session(kind, target, SERVED[0]) as (plain, _),
+        ):
+            for _ in range(3):
+                mine = seen(await sampling.call_tool("negotiation", {}))
+                theirs = seen(await plain.call_tool("negotiation", {}))
+                assert (mine["protocol_version"], mine["supports"]["sampling"]) == (NEWEST, True)
+                assert (theirs["protocol_version"], theirs["supports"]["sampling"]) == (SERVED[0], False)
+                with pytest.raises(McpError) as refused:
+                    await plain.call_tool("summarize", {"text": "needs sampling"})
+                assert refused.value.error.code == -32021
+    assert decided.count("initialize") == 2
+    # Over stateful HTTP each session's first request is decided, to add its session id
+    # (SSE names its session in the URL's query, which no record keeps).
+    assert decided.count("tools/call") == (2 if kind == "http" else 0), decided
 
 
 async def test_a_refusal_the_tool_catches_is_the_tools_answer() -> None:

@@ -177,27 +177,29 @@ def _on_handle_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
 async def _handle(
     holder: V1Negotiation, message: Any, request: Any, session: Any, handled: Awaitable[Any]
 ) -> Any:
-    started = time.perf_counter()
+    method = getattr(request, "method", "")
     kept = _records.get(session)
-    # Stateless HTTP (a fresh session per POST) or a request before `initialize`: 1.x serves
-    # it at its header's revision, else at the specification's default.
-    headers = getattr(_http_request(message), "headers", None) or {}
-    revision = kept.protocol_version if type(kept) is Negotiation else None
-    revision = revision or headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
-    # Params are read (a model dump) only where a decision can need them: a UCP call's profile.
-    params = _dump(request.params) if holder.engine.ucp is not None else None
-    inbound = _inbound(getattr(request, "method", ""), params, revision, message, kept)
-    decision = await _decided(holder, inbound, session, started)
-    if decision.action == "refuse" and decision.refusal is not None:
-        handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
-        await message.respond(error_data(decision.refusal))
-        return None
-    if decision.action != "serve" or decision.record is None:
-        return await handled
-    entry = (decision.record, holder.engine.negotiator)
+    entry = _held(holder.engine, kept, method, message)
+    if entry is None:  # decided in full
+        started = time.perf_counter()
+        # Stateless HTTP (a fresh session per POST) or a request before `initialize`: 1.x serves
+        # it at its header's revision, else at the specification's default.
+        headers = getattr(_http_request(message), "headers", None) or {}
+        revision = kept.protocol_version if type(kept) is Negotiation else None
+        revision = revision or headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
+        # Params are read (a model dump) only where a decision can need them: a UCP call's profile.
+        params = _dump(request.params) if holder.engine.ucp is not None else None
+        decision = await _decided(holder, _inbound(method, params, revision, message, kept), session, started)
+        if decision.action == "refuse" and decision.refusal is not None:
+            handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
+            await message.respond(error_data(decision.refusal))
+            return None
+        if decision.action != "serve" or decision.record is None:
+            return await handled
+        entry = (decision.record, holder.engine.negotiator)
     token = current.set(entry)
     pending_token = PENDING_REFUSALS.set([])
-    listing = _listing.set((inbound.method, holder.owner, entry)) if inbound.method in LISTINGS else None
+    listing = _listing.set((method, holder.owner, entry)) if method in LISTINGS else None
     try:
         return await handled
     finally:
@@ -205,6 +207,20 @@ async def _handle(
             _listing.reset(listing)
         PENDING_REFUSALS.reset(pending_token)
         current.reset(token)
+
+
+def _held(engine: Engine, kept: object, method: str, carrier: Any) -> tuple[Negotiation, Negotiator] | None:
+    """What a session's request publishes without a decision, as the 2.x middleware does: the
+    entry its held record decides (`Engine.held_entry`), once over stateful HTTP that record
+    knows its session id (the first request's decision adds the one `_inbound` reads). None,
+    for a decision in full, for anything else, a UCP call included (its agreement is found
+    per call)."""
+    held = engine.held_entry(kept, method)
+    if type(held) is not tuple:
+        return None
+    if held[0].session_id is None and getattr(_http_request(carrier), "headers", {}).get("mcp-session-id"):
+        return None
+    return held
 
 
 def _inbound(method: str, params: Any, revision: str, carrier: Any, held: object) -> Inbound:
