@@ -16,8 +16,8 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import Policy
 from mcp_negotiation.demo import build
-from mcp_negotiation.engine import Engine
 from mcp_negotiation.ucp import INVALID_PROFILE_URL, UCP_JSONRPC_ERROR, StaticResolver
+from support.decisions import decisions
 from support.harness import legacy_session, open_streams, serve_http, structured
 from ucp_shop import CHECKOUT
 from ucp_shop import build as build_shop
@@ -216,26 +216,12 @@ async def test_a_stateless_ping_is_answered_at_any_revision() -> None:
     assert answer == {"jsonrpc": "2.0", "id": 1, "result": {}}
 
 
-def _decisions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The methods of the messages every `Engine` decides from now on (the server runs in this
-    process: `serve_http`), in order."""
-    decided: list[str] = []
-    decide = Engine.decide
-
-    def counted(self: Engine, message: Any, base: Any = None) -> Any:
-        decided.append(message.method)
-        return decide(self, message, base)
-
-    monkeypatch.setattr(Engine, "decide", counted)
-    return decided
-
-
 async def test_a_sessions_requests_over_http_are_served_from_its_handshake_without_a_decision(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """After its handshake, a legacy session's requests over HTTP publish the record it holds,
     as off HTTP: nothing is decided again, and each session still sees its own record."""
-    decided = _decisions(monkeypatch)
+    decided = decisions(monkeypatch)
     with serve_http(build().streamable_http_app()) as url:
         async with (
             open_streams("http", url) as sampling_streams,
@@ -288,7 +274,7 @@ async def test_a_sessions_ucp_calls_over_http_are_served_without_a_decision(
     """A legacy session's UCP calls over HTTP are served as off HTTP: from the record its
     handshake left, scoped to the agreement memoised per (record, profile URL, `UCP-Agent`
     header), with no decision, with or without a header naming the arguments' profile."""
-    decided = _decisions(monkeypatch)
+    decided = decisions(monkeypatch)
     with serve_http(build_shop(StaticResolver(SHOP_PLATFORMS)).streamable_http_app()) as url:
         for agent in (None, f'profile="{PLATFORM}"'):
             async with _shop_session(url, agent) as (session, _):
@@ -320,7 +306,7 @@ async def test_a_ucp_agent_header_at_odds_with_the_arguments_is_refused_every_ti
     """Whatever was memoised for the same record and profile (a legacy session's record is
     one for all its calls): a call whose header names another profile, or does not parse, is
     decided in full and refused, on every call."""
-    decided = _decisions(monkeypatch)
+    decided = decisions(monkeypatch)
     with serve_http(build_shop(StaticResolver(SHOP_PLATFORMS)).streamable_http_app()) as url:
         if era == "legacy":  # one session, its header changed between calls
             async with _shop_session(url, None) as (session, http):
@@ -351,7 +337,7 @@ async def test_a_modern_ucp_call_over_http_with_its_header_is_decided_once(
 ) -> None:
     """UCP's MCP transport sends the `UCP-Agent` header beside the arguments naming the
     profile: the same call, repeated, is decided once and then served from the memos."""
-    decided = _decisions(monkeypatch)
+    decided = decisions(monkeypatch)
     agent = {"ucp-agent": f'profile="{PLATFORM}"'}
     with serve_http(build_shop(StaticResolver(SHOP_PLATFORMS)).streamable_http_app()) as url:
         answers = [(await _post(url, _shop_call(i), **SHOP_HEADERS, **agent)).json() for i in range(4)]
@@ -383,7 +369,7 @@ async def test_a_modern_envelope_repeated_over_http_is_decided_once_per_headers(
     """Over HTTP the memo of request shapes holds the negotiation headers a record keeps: the
     same envelope is decided once per headers (a record keeps a `UCP-Agent` header), and the
     next plain request finds the plain record again."""
-    decided = _decisions(monkeypatch)
+    decided = decisions(monkeypatch)
     agent = {"ucp-agent": 'profile="https://agent.example/p.json"'}
     plain_headers = {"mcp-protocol-version": "2026-07-28"}
     with serve_http(build().streamable_http_app()) as url:
@@ -400,7 +386,7 @@ async def test_a_modern_envelope_repeated_over_http_is_decided_once_per_headers(
 
 async def test_a_refused_envelope_over_http_is_refused_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only what was served is memoised: a refusal over HTTP is decided, and answered, again."""
-    decided = _decisions(monkeypatch)
+    decided = decisions(monkeypatch)
     with serve_http(build(Policy(max_revision="2025-11-25")).streamable_http_app()) as url:
         refused = [await _post(url, _call(ENVELOPE, i)) for i in range(3)]
     assert [response.status_code for response in refused] == [400, 400, 400]

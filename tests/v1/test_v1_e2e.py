@@ -28,9 +28,9 @@ from mcp_negotiation import (
     revisions,
     uninstrument,
 )
-from mcp_negotiation.engine import Engine
 from mcp_negotiation.sdk import MCP_MAJOR
 from mcp_negotiation.sdk.v1 import is_negotiated, missing_targets, sdk_revisions
+from support.decisions import decisions
 
 pytestmark = pytest.mark.anyio
 
@@ -266,14 +266,7 @@ async def test_a_sessions_requests_are_served_from_its_handshake_without_a_decis
     and nothing is decided again (over stateful HTTP, after the first request, whose
     decision adds the session id). Each session still sees its own record, and the held
     record still refuses what it lacks."""
-    decided: list[str] = []
-    decide = Engine.decide
-
-    def counted(self: Engine, message: Any, base: Any = None) -> Any:
-        decided.append(message.method)
-        return decide(self, message, base)
-
-    monkeypatch.setattr(Engine, "decide", counted)
+    decided = decisions(monkeypatch)
     server = build()
     with contextlib.ExitStack() as stack:
         if kind == "memory":
