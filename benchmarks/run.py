@@ -189,7 +189,7 @@ def ucp_server_unstamped(wrapped: bool) -> MCPServer:
     return ucp_server(wrapped, stamp=False)
 
 
-SERVERS.update({f.__name__: f for f in (plain_server, ucp_server, ucp_server_unstamped)})
+SERVERS.update({f.__name__: f for f in (plain_server, same_server, ucp_server, ucp_server_unstamped)})
 
 
 @dataclass(frozen=True)
@@ -397,6 +397,16 @@ PATHS = (
             ("an empty SDK middleware", empty_middleware_server),
         )
         for era, mode in (("legacy", "legacy"), ("modern", MODERN))
+    ),
+    BenchPath(
+        "reference: the same unwrapped server twice (A/A) · HTTP · modern",
+        "http",
+        MODERN,
+        same_server,
+        "echo",
+        {"x": 1},
+        reference=True,
+        otel=(False,),
     ),
     BenchPath(
         "option: `trace_every_request=True` · in-memory · modern",
@@ -1951,7 +1961,8 @@ def render(
         "  which fail the run if theirs recorded nothing). The SDK's own spans are",
         "  recorded for both variants; the wrapped one adds what the next point describes.",
         "- The *reference* rows are controls, not the library: *A/A* puts the plain server against",
-        "  itself (what the method reads when nothing differs); *an empty SDK middleware* adds a",
+        "  itself (what the method reads when nothing differs; over HTTP, two processes serving the",
+        "  same plain server: the resolution of the HTTP rows); *an empty SDK middleware* adds a",
         "  middleware that only calls the next, the floor any middleware-based library starts from.",
         "  The *option* row is the library with `Policy(trace_every_request=True)`: a full span,",
         "  event and histogram point under every request instead of a link for repeats.",
