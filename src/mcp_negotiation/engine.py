@@ -46,10 +46,10 @@ from .ucp.binding import (
     UcpNegotiator,
     advertisement,
     named_in_arguments,
+    platform_profile_url,
     session_profile_url,
 )
 from .ucp.errors import UcpError
-from .ucp.header import parse_ucp_agent, validate_profile_url
 from .ucp.profile import Profile
 
 __all__ = ["EXEMPT", "Decision", "Engine", "Held", "Inbound", "Repeat", "RepeatMemo", "UcpRepeat"]
@@ -433,17 +433,15 @@ class Engine:
         if ucp is None:
             return None
         url = named_in_arguments(params)
+        headers = NO_HEADERS if agent is None else {"ucp-agent": agent.decode("latin-1")}
         try:
             if url is None:
-                headers = NO_HEADERS if agent is None else {"ucp-agent": agent.decode("latin-1")}
                 scoped = await ucp.for_call(record, params, headers, session_default=session_default)
                 return UcpRepeat(record, None, (scoped, self.negotiator))
             key = (id(record), url, agent)
             known = self.ucp_memo.get(key)
-            if known is None:
-                validate_profile_url(url)
-                if agent is not None and parse_ucp_agent(agent.decode("latin-1")) != url:
-                    return None  # (`platform_profile_url` refuses the two disagreeing)
+            if known is None:  # the URL valid, and no header naming another profile
+                platform_profile_url(params, headers)
             platform = await ucp.resolved(url)
             if known is not None and known.platform is not None and known.platform() is platform:
                 return known

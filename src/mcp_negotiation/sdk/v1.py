@@ -218,20 +218,23 @@ def _held(engine: Engine, kept: object, method: str, carrier: Any) -> tuple[Nego
     held = engine.held_entry(kept, method)
     if type(held) is not tuple:
         return None
-    if held[0].session_id is None and getattr(_http_request(carrier), "headers", {}).get("mcp-session-id"):
+    if held[0].session_id is None and _session_id_sent(_http_request(carrier)):
         return None
     return held
+
+
+def _session_id_sent(http_request: Any) -> str | None:
+    """The session id a request over stateful HTTP carries: the SDK routed it by this
+    header, so it is the server's (None off HTTP, and over SSE, which names it in its URL)."""
+    return getattr(http_request, "headers", {}).get("mcp-session-id") or None
 
 
 def _inbound(method: str, params: Any, revision: str, carrier: Any, held: object) -> Inbound:
     """The facts of one message; `carrier` is what 1.x attaches the HTTP request to."""
     http_request = _http_request(carrier)
     transport, headers, _ = origin(http_scope(http_request))
-    # Stateful HTTP: the SDK routed a session's request by this header, so it is the server's
-    # id; anything else a client puts there is never taken.
-    session_id = None
-    if http_request is not None and isinstance(held, Negotiation):
-        session_id = http_request.headers.get("mcp-session-id")
+    # Taken only for a session's request: anything else a client sends there is never taken.
+    session_id = _session_id_sent(http_request) if isinstance(held, Negotiation) else None
     return Inbound(
         method=method,
         params=params,
@@ -239,7 +242,7 @@ def _inbound(method: str, params: Any, revision: str, carrier: Any, held: object
         transport=transport,
         headers=headers,
         held=held,
-        session_id=session_id or None,
+        session_id=session_id,
     )
 
 
