@@ -3,8 +3,10 @@
 With no `-s`, nox runs the default sessions (what CI runs): lint, typecheck, tests, peers,
 docs; `tests` then queues each SDK matrix row whose pins its own environment lacks. `bench`
 runs only when named. Each session installs what it runs into its own environment in
-`.nox/`, with uv from the package index; environments are reused on later runs and brought
-up to date by the installer, so a second run pays seconds, not a rebuild.
+`.nox/`, with uv, every version taken from a lock in `locks/` (one per environment), so that
+a release on the package index cannot change what the checks run on; `python3 dev.py nox -s
+lock` writes the locks anew. Environments are reused on later runs and brought up to date by
+the installer, so a second run pays seconds, not a rebuild.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from typing import Any
 
 import nox
@@ -54,6 +57,11 @@ tests mostly wait on servers and subprocesses, so two workers on two cores halve
 (14 min to under 8 measured on 2026-12-02). Arguments after `--` replace it with the paths."""
 
 SDK = ("mcp", "mcp-types", "fastmcp")
+BUILT_ON_SDK = ("mcp-server-time", "mcp-server-git")
+"""Test requirements that follow the SDK: the reference servers, left out of the matrix rows."""
+LOCKS = "locks"
+"""The locks: `main.txt` for every session but the matrix rows, `matrix-<row>.txt` for each row,
+`dev.txt` for dev.py's `.venv`. Each is `uv pip compile --universal` output for Python 3.11+."""
 SERVICES = ("haproxy", "redis-server")
 """What the fleet tests and benchmarks start, each a program and the Debian package that has it."""
 
@@ -69,6 +77,11 @@ nox.options.error_on_external_run = True
 
 TEST_EXTRA: list[str] = nox.project.load_toml("pyproject.toml")["project"]["optional-dependencies"]["test"]
 ROWS: list[dict[str, Any]] = nox.project.load_toml(MATRIX)["env"]
+
+
+def _lock(name: str) -> list[str]:
+    """The installer's arguments that hold a session to the lock `name` (see `LOCKS`)."""
+    return ["-c", f"{LOCKS}/{name}.txt"]
 
 
 def _from_test_extra(*names: str) -> list[str]:
@@ -96,6 +109,12 @@ def _pins(row: dict[str, Any]) -> dict[str, str | None]:
     return {"mcp": row["mcp"], "mcp-types": row["mcp"] if modern else None, "fastmcp": row.get("fastmcp")}
 
 
+def _matrix_requirements(row: dict[str, Any]) -> list[str]:
+    """What a matrix row installs besides the package: its pins, and the rest of the `test` extra."""
+    rest = [r for r in TEST_EXTRA if Requirement(r).name not in (*SDK, *BUILT_ON_SDK)]
+    return [*rest, *(f"{name}=={v}" for name, v in _pins(row).items() if v is not None)]
+
+
 def _install_services(session: nox.Session) -> None:
     """Install haproxy and redis-server from Debian's packages when missing (a fresh machine).
 
@@ -116,14 +135,14 @@ def _install_services(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check ."""
-    session.install(*_from_test_extra("ruff"))
+    session.install(*_lock("main"), *_from_test_extra("ruff"))
     session.run("ruff", "check", ".", *session.posargs)
 
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict src, with every optional dependency src imports."""
-    session.install("-e", ".[redis,instrumentation]", *_from_test_extra("mypy"))
+    session.install(*_lock("main"), "-e", ".[redis,instrumentation]", *_from_test_extra("mypy"))
     session.run("mypy", "--strict", "src", *session.posargs)
 
 
@@ -134,7 +153,7 @@ def tests(session: nox.Session) -> None:
     Arguments after `--` replace its paths. Without them it then queues each matrix row whose
     pins differ from this environment's: the row it already is does not run twice.
     """
-    session.install("-e", ".[test]")
+    session.install(*_lock("main"), "-e", ".[test]")
     _install_services(session)
     if not session.posargs:
         here = _installed(session, SDK)
@@ -148,7 +167,7 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def peers(session: nox.Session) -> None:
     """The npm peers (`npm ci`), then the tests that run them and FastMCP's client."""
-    session.install("-e", ".[test]")
+    session.install(*_lock("main"), "-e", ".[test]")
     session.run("python", NODE_PEERS)
     session.run("python", "-m", "pytest", *(session.posargs or PEER_TESTS))
 
@@ -157,9 +176,8 @@ def peers(session: nox.Session) -> None:
 @nox.parametrize("row", [nox.param(row, id=row["name"]) for row in ROWS])
 def matrix(session: nox.Session, row: dict[str, Any]) -> None:
     """One SDK matrix row (queued by `tests`): its pins, and the rest of the `test` extra."""
+    session.install(*_lock(f"matrix-{row['name']}"), "-e", ".", *_matrix_requirements(row))
     pins = _pins(row)
-    rest = [r for r in TEST_EXTRA if Requirement(r).name not in SDK]
-    session.install("-e", ".", *rest, *(f"{name}=={v}" for name, v in pins.items() if v is not None))
     found = _installed(session, SDK)
     if found is not None and found != pins:  # the installer may resolve around a pin
         session.error(f"installed {found}, the row pins {pins}")
@@ -175,13 +193,40 @@ def docs(session: nox.Session) -> None:
 
     With ruff, which mkdocstrings formats the API reference's signatures with.
     """
-    session.install("-e", ".", *_from_test_extra("mkdocs", "mkdocstrings", "ruff"))
+    session.install(*_lock("main"), "-e", ".", *_from_test_extra("mkdocs", "mkdocstrings", "ruff"))
     session.run("python", "-m", "mkdocs", *(session.posargs or ["build", "--strict"]))
 
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """benchmarks/run.py (writes benchmarks/RESULTS.md; `-- --quick` for a smoke run)."""
-    session.install("-e", ".[test]")
+    session.install(*_lock("main"), "-e", ".[test]")
     _install_services(session)
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session(venv_backend="none", default=False)
+def lock(session: nox.Session) -> None:
+    """Write every lock anew from pyproject.toml and the matrix (`LOCKS`), newest versions first.
+
+    The only session that asks the package index what is newest; commit what it writes.
+    Arguments after `--` go to each `uv pip compile` (`-- --upgrade-package mcp`, say; by
+    default every lock is resolved afresh).
+    """
+    uv = shutil.which("uv", path=os.path.dirname(sys.executable)) or "uv"
+    compile_ = [uv, "pip", "compile", "--universal", "--python-version", "3.11", "-q", "--no-header"]
+    compile_ += list(session.posargs) or ["--upgrade"]
+    extras = [f"--extra={name}" for name in ("test", "redis", "instrumentation")]
+    inputs = os.path.join(".nox", "lock-inputs")  # named in the locks' annotations
+    os.makedirs(inputs, exist_ok=True)
+    os.makedirs(LOCKS, exist_ok=True)
+    wanted = {"main": None, "dev": ["nox", "uv"]}
+    wanted.update({f"matrix-{row['name']}": _matrix_requirements(row) for row in ROWS})
+    for name, requirements in wanted.items():
+        sources = ["pyproject.toml", *extras] if requirements is None else ["pyproject.toml"]
+        if requirements is not None:
+            path = os.path.join(inputs, f"{name}.in")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("".join(f"{r}\n" for r in requirements))
+            sources.append(path)
+        session.run(*compile_, *sources, "-o", f"{LOCKS}/{name}.txt", external=True)

@@ -83,3 +83,55 @@ def test_ci_runs_the_readme_test_command() -> None:
     shown = [line.split(" #", 1)[0].strip() for line in (ROOT / "README.md").read_text().splitlines()]
     assert command == "python3 dev.py nox"
     assert command in shown
+
+
+def _pinned(lock: str) -> dict[str, str]:
+    """A lock's pins (`locks/NAME.txt`), name -> version; markers are ignored (universal locks)."""
+    pins = {}
+    for line in (ROOT / "locks" / f"{lock}.txt").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith((" ", "#")):
+            requirement = Requirement(line)
+            pins[requirement.name] = str(requirement.specifier).removeprefix("==")
+    return pins
+
+
+def _unmet(requirements: list[str], pins: dict[str, str]) -> list[str]:
+    """The requirements a lock does not satisfy (missing, or pinned outside the range)."""
+    unmet = []
+    for text in requirements:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        pinned = pins.get(requirement.name)
+        if pinned is None or not requirement.specifier.contains(pinned, prereleases=True):
+            unmet.append(f"{text} (locked: {pinned})")
+    return unmet
+
+
+def test_every_environment_installs_from_a_lock_that_meets_pyproject_and_the_matrix() -> None:
+    """A lock older than pyproject.toml or the matrix fails here, with the fix in the message."""
+    project = _project()
+    extras = project["optional-dependencies"]
+    dependencies = project["dependencies"]
+    fix = "run `python3 dev.py nox -s lock` and commit locks/"
+    everything = [*dependencies, *(r for extra in extras.values() for r in extra)]
+    assert _unmet(everything, _pinned("main")) == [], fix
+    assert _unmet([*dependencies, "nox", "uv"], _pinned("dev")) == [], fix
+    constants = _noxfile_constants()
+    with (ROOT / "tests/peers/matrix.toml").open("rb") as f:
+        rows = tomllib.load(f)["env"]
+    left_out = {*constants["SDK"], *constants["BUILT_ON_SDK"]}
+    for row in rows:
+        pins = _pinned(f"matrix-{row['name']}")
+        wanted = [f"mcp=={row['mcp']}"] + ([f"fastmcp=={row['fastmcp']}"] if "fastmcp" in row else [])
+        rest = [r for r in extras["test"] if Requirement(r).name not in left_out]
+        assert _unmet([*dependencies, *rest, *wanted], pins) == [], f"{row['name']}: {fix}"
+        assert ("fastmcp" in pins) == ("fastmcp" in row), row["name"]
+
+
+def test_every_session_that_installs_names_its_lock() -> None:
+    """Each `session.install(` in noxfile.py starts with a lock (`_lock(...)`)."""
+    source = (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    installs = [line.strip() for line in source.splitlines() if "session.install(" in line]
+    assert installs
+    assert [line for line in installs if not line.startswith("session.install(*_lock(")] == []
