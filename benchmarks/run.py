@@ -84,11 +84,13 @@ from opentelemetry.trace import NonRecordingSpan
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
-from mcp_negotiation import Policy, negotiate, otel_seam, telemetry  # noqa: E402
-from mcp_negotiation.negotiation import Negotiation, Negotiator, supports  # noqa: E402
-from mcp_negotiation.revisions import LEGACY as LEGACY_REVISIONS  # noqa: E402
-from mcp_negotiation.sdk import seams  # noqa: E402
-from mcp_negotiation.sdk.context import client_supports, current, requires_ucp  # noqa: E402
+from mcp_negotiation import Policy, negotiate  # noqa: E402
+from mcp_negotiation.adapters.context import client_supports, current, requires_ucp  # noqa: E402
+from mcp_negotiation.adapters.mcp2 import seams  # noqa: E402
+from mcp_negotiation.core.negotiation import Negotiation, Negotiator, supports  # noqa: E402
+from mcp_negotiation.core.revisions import LEGACY as LEGACY_REVISIONS  # noqa: E402
+from mcp_negotiation.otel import seam as otel_seam  # noqa: E402
+from mcp_negotiation.otel import spans as telemetry  # noqa: E402
 from mcp_negotiation.ucp import Profile, StaticResolver, negotiate_capabilities, parse_ucp_agent  # noqa: E402
 from ucp_shop import build as build_shop  # noqa: E402
 
@@ -1200,23 +1202,23 @@ def profile(key: str, calls: int, runs: int, warmup: int, collector: bool, top: 
 
 
 UCP_STEPS = (
-    "engine.Engine.memoised_scope",
+    "core.engine.Engine.memoised_scope",
     "ucp.binding.named_in_arguments",
-    "telemetry.repeated",
-    "sdk.middleware.NegotiationMiddleware.repeat_entry",
+    "otel.spans.repeated",
+    "adapters.mcp2.middleware.NegotiationMiddleware.repeat_entry",
     "ucp.negotiate.UcpAgreement.to_ucp_block",
-    "sdk.context._entry_of",
+    "adapters.context._entry_of",
 )
 STEPS = {
-    "legacy": ("sdk.seams.held", "engine.Engine.held_entry"),
-    "modern": ("engine.RepeatMemo.find", "telemetry.repeated"),
-    "ucp-legacy": ("sdk.seams.held", "engine.Engine.held_entry", *UCP_STEPS),
-    "ucp-modern": ("engine.RepeatMemo.find", *UCP_STEPS),
+    "legacy": ("adapters.mcp2.seams.held", "core.engine.Engine.held_entry"),
+    "modern": ("core.engine.RepeatMemo.find", "otel.spans.repeated"),
+    "ucp-legacy": ("adapters.mcp2.seams.held", "core.engine.Engine.held_entry", *UCP_STEPS),
+    "ucp-modern": ("core.engine.RepeatMemo.find", *UCP_STEPS),
 }
 """`--steps`: the library functions a repeat on each path calls, replayed one at a time. No
 OTel keys: a captured span has ended by the replay, and `add_link` on it returns at once."""
 STEP_REPEATS = 2_000
-MIDDLEWARE_CALL = "sdk.middleware.NegotiationMiddleware.__call__"
+MIDDLEWARE_CALL = "adapters.mcp2.middleware.NegotiationMiddleware.__call__"
 WHOLE = "the library's middleware, whole, on this repeat (its call_next returning at once)"
 EMPTY_WHOLE = "an empty SDK middleware (only calls the next), the same way"
 STEPS_ALONE = "the same repeat's library calls and publish alone, as a middleware (no branches), the same way"

@@ -2,7 +2,7 @@
 
 import json
 
-from mcp_negotiation.bridge import Leg, advertised_capabilities, agree
+from mcp_negotiation.semver.bridge import Leg, advertised_capabilities, agree
 
 # What the MCP client and the proxy agreed at `initialize` (revision 2025-11-25).
 client = Leg(

@@ -24,8 +24,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 
 from mcp_negotiation import Negotiation, Policy, negotiate, negotiation_of
-from mcp_negotiation.bridge import Agreement, Leg, advertised_capabilities, agree
-from mcp_negotiation.revisions import FEATURES
+from mcp_negotiation.core.revisions import FEATURES
+from mcp_negotiation.semver.bridge import Agreement, Leg, advertised_capabilities, agree
 
 # The upstream leg: what the A2A agent's card offers at the version the proxy agreed with it.
 AGENT = Leg(
@@ -36,7 +36,7 @@ AGENT = Leg(
 )
 
 # What this proxy's MCP side implements, in MCP's names (revision-dependent ones are
-# kept only at revisions that have them; see mcp_negotiation.revisions.FEATURES).
+# kept only at revisions that have them; see mcp_negotiation.core.revisions.FEATURES).
 PROXY_FEATURES = frozenset({"tools", "tools.listChanged", "resources", "prompts", "progress.message"})
 
 # What a client may do for the agent, kept when the client supports it.

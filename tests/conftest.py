@@ -1,11 +1,14 @@
 """Shared fixtures: the SDK's tests use anyio's pytest plugin on asyncio, so do we.
 
-Each layer is a directory (core, ucp, sdk, e2e, quality, peers, project, v1); helpers live in
-the `support` package. mcp 1.x and 2.x cannot share an environment, so `v1/` is collected
-only under mcp 1.x and every other directory only under mcp 2.x. This file must import on
-both.
+The directories mirror the package (core, ucp, semver, otel, adapters/mcp2, adapters/mcp1,
+tools), with `project` for the repository itself (docs, examples, commands, benchmarks);
+helpers live in the `support` package. Kinds of test are markers, not directories (see
+pyproject.toml): `matrix` files run in every mcp 2.x row of the SDK matrix, `peers` files
+need the npm peers, `fuzz` and `security` name what they hunt for. mcp 1.x and 2.x cannot
+share an environment, so `adapters/mcp1/` is collected only under mcp 1.x and everything
+else only under mcp 2.x. This file must import on both.
 
-The layer directories have no __init__.py: pytest puts each on sys.path (its default
+The test directories have no __init__.py: pytest puts each on sys.path (its default
 `prepend` import mode), so a test module's name must be unique across them.
 """
 
@@ -23,8 +26,13 @@ from support.profile_server import Tls, make_tls
 
 HERE = Path(__file__).resolve().parent
 MCP_MAJOR = int(metadata.version("mcp").split(".")[0])
-LAYERS_OF_MCP_2 = [p.name for p in HERE.iterdir() if p.is_dir() and p.name not in ("v1", "support")]
-collect_ignore = ["v1"] if MCP_MAJOR >= 2 else LAYERS_OF_MCP_2
+MCP1 = Path("adapters", "mcp1")
+OF_MCP_2 = [
+    str(path.relative_to(HERE))
+    for path in (*HERE.iterdir(), *(HERE / "adapters").iterdir())
+    if path.name not in ("support", "adapters", "__pycache__", "conftest.py") and path != HERE / MCP1
+]
+collect_ignore = [str(MCP1)] if MCP_MAJOR >= 2 else OF_MCP_2
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +50,7 @@ def tls(ca: trustme.CA) -> Tls:
 def fresh_log_budget() -> Iterator[None]:
     """Each test starts with the whole budget of client-caused log lines (see `client_log`),
     and leaves the next one the system's clock, whatever clock it gave the budget."""
-    from mcp_negotiation import client_log
+    from mcp_negotiation.core import client_log
 
     client_log.reset()
     yield

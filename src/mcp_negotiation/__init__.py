@@ -6,7 +6,7 @@ server; tool handlers ask `client_supports(ctx, "elicitation")` or read
 `bridge`, `ucp`) imports nothing from the SDK.
 
 The names that need the SDK (and `UcpPolicy`, which needs the profile resolver) are
-resolved on first use (PEP 562), so that importing the core, `mcp_negotiation.revisions`
+resolved on first use (PEP 562), so that importing the core, `mcp_negotiation.core.revisions`
 say, runs this module without loading `mcp`, wrapt or OpenTelemetry.
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .errors import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation, Refusal
-from .negotiation import Negotiation, Policy
+from .core.errors import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation, Refusal
+from .core.negotiation import Negotiation, Policy
 
 if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
-    from .sdk import (
+    from .adapters import (
         client_supports,
         instrument,
         negotiate,
@@ -66,9 +66,9 @@ def __getattr__(name: str) -> Any:
 
         home = ucp
     elif name in __all__:
-        from . import sdk
+        from . import adapters
 
-        home = sdk
+        home = adapters
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(home, name)

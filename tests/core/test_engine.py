@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from mcp_negotiation import Policy
-from mcp_negotiation.bounded import MAX_ENTRY_BYTES
-from mcp_negotiation.engine import Engine, Inbound
-from mcp_negotiation.errors import Refusal
-from mcp_negotiation.negotiation import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
+from mcp_negotiation.core.bounded import MAX_ENTRY_BYTES
+from mcp_negotiation.core.engine import Engine, Inbound
+from mcp_negotiation.core.errors import Refusal
+from mcp_negotiation.core.negotiation import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 from mcp_negotiation.ucp import StaticResolver, UcpPolicy
 
 MODERN = "2026-07-28"

@@ -1,7 +1,7 @@
 """Era-aware requirements (issue #25), with plain values: a policy accepts only the
 revisions where its required capabilities can be had, so a client of another revision is
 counter-offered or refused with -32022 naming where it would be served, never accepted and
-then refused -32021 on every request. End to end: tests/e2e/test_era_requirements_e2e.py.
+then refused -32021 on every request. End to end: tests/adapters/mcp2/test_era_requirements_e2e.py.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from mcp_types import _v2026_07_28 as v2026
 
 from mcp_negotiation import Policy
-from mcp_negotiation.errors import NegotiationRefused, Refusal
-from mcp_negotiation.negotiation import Negotiator, required_at
-from mcp_negotiation.revisions import KNOWN, LEGACY
+from mcp_negotiation.core.errors import NegotiationRefused, Refusal
+from mcp_negotiation.core.negotiation import Negotiator, required_at
+from mcp_negotiation.core.revisions import KNOWN, LEGACY
 from support.harness import envelope
 
 MODERN = "2026-07-28"

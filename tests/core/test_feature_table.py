@@ -20,8 +20,8 @@ import pytest
 from mcp_types import methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIONS
 
-from mcp_negotiation import revisions
-from mcp_negotiation.revisions import FEATURES, KNOWN, feature
+from mcp_negotiation.core import revisions
+from mcp_negotiation.core.revisions import FEATURES, KNOWN, feature
 
 REVS = KNOWN_PROTOCOL_VERSIONS
 SCHEMA_REVS = ("2025-11-25", "2026-07-28")

@@ -29,11 +29,11 @@ FORBIDDEN = ("mcp", "mcp_types", "wrapt", "opentelemetry", "httpx2", "httpx", "s
 """What the core must not load: the SDK, its wire types, the installer, telemetry, HTTP."""
 
 CORE_IMPORTS = """
-import mcp_negotiation.revisions
-import mcp_negotiation.negotiation
-import mcp_negotiation.protocols
-import mcp_negotiation.bridge
-import mcp_negotiation.engine
+import mcp_negotiation.core.revisions
+import mcp_negotiation.core.negotiation
+import mcp_negotiation.semver.protocols
+import mcp_negotiation.semver.bridge
+import mcp_negotiation.core.engine
 from mcp_negotiation.ucp import Profile, negotiate_capabilities, parse_ucp_agent
 """
 
@@ -156,8 +156,8 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_function_level_imports() -> None:
     graph = import_graph()
-    assert f"{ROOT}.sdk" in graph[ROOT]  # inside the package's __getattr__
-    assert f"{ROOT}.sdk.probe" in graph[f"{ROOT}.cli"]  # inside a function
+    assert f"{ROOT}.adapters" in graph[ROOT]  # inside the package's __getattr__
+    assert f"{ROOT}.tools.probe" in graph[f"{ROOT}.tools.cli"]  # inside a function
     assert f"{ROOT}.ucp.binding" not in graph[ROOT]  # under TYPE_CHECKING: reached through `ucp` only
     assert f"{ROOT}.ucp" in graph[ROOT]
 
@@ -180,7 +180,7 @@ def test_no_import_cycle() -> None:
         visit(name, [])
 
 
-ADAPTERS = (f"{ROOT}.sdk", f"{ROOT}.telemetry", f"{ROOT}.instrumentor", f"{ROOT}.cli", f"{ROOT}.demo")
+ADAPTERS = (f"{ROOT}.adapters", f"{ROOT}.otel", f"{ROOT}.tools")
 """What may import the SDK or OpenTelemetry, and what starts programs: never reached from the core."""
 
 
@@ -191,7 +191,7 @@ def is_adapter(name: str) -> bool:
 def test_the_core_never_reaches_an_adapter() -> None:
     graph = import_graph()
     core = [name for name in graph if name != ROOT and not is_adapter(name)]
-    assert {f"{ROOT}.negotiation", f"{ROOT}.ucp.binding"} <= set(core)
+    assert {f"{ROOT}.core.negotiation", f"{ROOT}.ucp.binding"} <= set(core)
     for start in core:
         seen, stack = {start}, [start]
         while stack:
@@ -344,7 +344,7 @@ def test_the_tests_name_no_private_of_the_library() -> None:
     privates = (_instance_privates(), _module_privates())
     found = [
         f"{path.relative_to(REPOSITORY)}:{line}: {what}"
-        for folder in ("tests", "tests_v1", "benchmarks")
+        for folder in ("tests", "benchmarks")
         for path in sorted((REPOSITORY / folder).rglob("*.py"))
         if "node_modules" not in path.parts and path != Path(__file__).resolve()  # (its examples below)
         for line, what in private_uses(path.read_text(encoding="utf-8"), *privates)
@@ -355,13 +355,13 @@ def test_the_tests_name_no_private_of_the_library() -> None:
 @pytest.mark.parametrize(
     "source",
     [
-        "from mcp_negotiation.sdk.probe import _render_ucp",
-        "from mcp_negotiation import negotiation\nnegotiation._CACHE_SIZE",
-        "import mcp_negotiation.sdk.install\nmcp_negotiation.sdk.install._INSTRUMENTED",
+        "from mcp_negotiation.tools.probe import _render_ucp",
+        "from mcp_negotiation.core import negotiation\nnegotiation._CACHE_SIZE",
+        "import mcp_negotiation.adapters.mcp2.install\nmcp_negotiation.adapters.mcp2.install._INSTRUMENTED",
         "ng = make()\nng._cache",
-        'from mcp_negotiation import client_log\nmonkeypatch.setattr(client_log, "_clock", f)',
-        'monkeypatch.setattr("mcp_negotiation.engine._x", f)',
-        'SCRIPT = """\nfrom mcp_negotiation import telemetry\ntelemetry._tracer\n"""',
+        'from mcp_negotiation.core import client_log\nmonkeypatch.setattr(client_log, "_clock", f)',
+        'monkeypatch.setattr("mcp_negotiation.core.engine._x", f)',
+        'SCRIPT = """\nfrom mcp_negotiation.otel import spans\nspans._tracer\n"""',
         'for name in ["_windows"]:\n    setattr(client_log, name, {})',
     ],
 )

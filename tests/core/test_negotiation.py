@@ -17,10 +17,10 @@ import mcp_types._v2026_07_28 as v2026
 import pytest
 from mcp_types import jsonrpc
 
-from mcp_negotiation import errors, negotiation, revisions
-from mcp_negotiation.bounded import MAX_ENTRY_BYTES
-from mcp_negotiation.errors import NegotiationRefused, Refusal
-from mcp_negotiation.negotiation import (
+from mcp_negotiation.core import errors, negotiation, revisions
+from mcp_negotiation.core.bounded import MAX_ENTRY_BYTES
+from mcp_negotiation.core.errors import NegotiationRefused, Refusal
+from mcp_negotiation.core.negotiation import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
     MAX_CAPABILITY_DEPTH,
@@ -34,7 +34,7 @@ from mcp_negotiation.negotiation import (
     required_capabilities_object,
     supports,
 )
-from mcp_negotiation.revisions import LEGACY
+from mcp_negotiation.core.revisions import LEGACY
 from support.harness import FakeClock
 
 MODERN = "2026-07-28"

@@ -12,9 +12,9 @@ import mcp_types._v2026_07_28 as v2026
 from hypothesis import assume, given, reject, settings
 from hypothesis import strategies as st
 
-from mcp_negotiation import revisions
-from mcp_negotiation.errors import NegotiationRefused, Refusal
-from mcp_negotiation.negotiation import (
+from mcp_negotiation.core import revisions
+from mcp_negotiation.core.errors import NegotiationRefused, Refusal
+from mcp_negotiation.core.negotiation import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
     PROTOCOL_VERSION_KEY,
@@ -24,7 +24,7 @@ from mcp_negotiation.negotiation import (
     required_capabilities_object,
     supports,
 )
-from mcp_negotiation.revisions import FEATURES, KNOWN, LEGACY
+from mcp_negotiation.core.revisions import FEATURES, KNOWN, LEGACY
 
 REFUSAL_CODES = {-32602, -32021, -32022}
 

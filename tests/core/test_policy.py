@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from mcp_negotiation import revisions
-from mcp_negotiation.negotiation import Policy
-from mcp_negotiation.revisions import KNOWN
+from mcp_negotiation.core import revisions
+from mcp_negotiation.core.negotiation import Policy
+from mcp_negotiation.core.revisions import KNOWN
 from mcp_negotiation.ucp import UcpPolicy
 from ucp_shop import BUSINESS_PROFILE
 

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp_types import version as sdk_version
 
-from mcp_negotiation import revisions
-from mcp_negotiation.revisions import KNOWN, LEGACY, MODERN
+from mcp_negotiation.core import revisions
+from mcp_negotiation.core.revisions import KNOWN, LEGACY, MODERN
 
 UNKNOWN_STRINGS = ["zzz", "", "2099-01-01", "2024-11-04", "2025-6-18", " 2025-06-18", "2025-06-18 ", "DRAFT"]
 NOT_STRINGS: list[object] = [None, 0, 20250618, 1.5, b"2025-06-18", ["2025-06-18"], {"v": 1}, ("2025-06-18",)]
@@ -247,6 +247,6 @@ def test_window_by_months_is_a_threshold(months: int) -> None:
 
 def test_a_star_import_leaves_the_builtin_all_alone() -> None:
     namespace: dict[str, object] = {}
-    exec("from mcp_negotiation.revisions import *", namespace)
+    exec("from mcp_negotiation.core.revisions import *", namespace)
     assert "all" not in namespace
     assert "KNOWN" in namespace

@@ -16,7 +16,8 @@ from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
-from mcp_negotiation import Policy, client_supports, negotiate, negotiation, requires
+from mcp_negotiation import Policy, client_supports, negotiate, requires
+from mcp_negotiation.core import negotiation
 from support.harness import FakeClock
 
 pytestmark = pytest.mark.anyio

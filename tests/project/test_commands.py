@@ -67,12 +67,8 @@ def test_each_bootstrap_command_runs_a_program_its_environment_has() -> None:
 def test_every_test_path_the_noxfile_names_exists() -> None:
     """The one place the sessions' test paths are written: a moved file must be repointed there."""
     constants = _noxfile_constants()
-    names = ("TESTS", "PEER_TESTS", "NODE_PEERS", "MATRIX", "MATRIX_TESTS", "V1_TESTS", "MATRIX_PLUGIN_DIR")
-    paths = []
-    for name in names:
-        value = constants[name]
-        paths.extend([value] if isinstance(value, str) else value)
-    assert len(paths) > len(names)
+    names = ("TESTS", "NODE_PEERS", "MATRIX", "MATRIX_PLUGIN_DIR")
+    paths = [constants[name] for name in names]
     assert [p for p in paths if not (ROOT / p).exists()] == []
     assert (ROOT / str(constants["MATRIX_PLUGIN_DIR"]) / "matrix_backports.py").exists()
 
@@ -118,7 +114,7 @@ def test_every_environment_installs_from_a_lock_that_meets_pyproject_and_the_mat
     assert _unmet(everything, _pinned("main")) == [], fix
     assert _unmet([*dependencies, "nox", "uv"], _pinned("dev")) == [], fix
     constants = _noxfile_constants()
-    with (ROOT / "tests/peers/matrix.toml").open("rb") as f:
+    with (ROOT / "tests/support/matrix.toml").open("rb") as f:
         rows = tomllib.load(f)["env"]
     left_out = {*constants["SDK"], *constants["BUILT_ON_SDK"]}
     for row in rows:

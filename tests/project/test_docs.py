@@ -11,7 +11,7 @@ Every fenced block in README.md and docs/ is collected and checked by its langua
 - ```json and ```toml: it must parse;
 - ```sh, ```text and ```console: not run. They show commands and their output: the
   README's commands are run by CI itself (and checked below to be ones that run as
-  written on a fresh clone), the probe's output by tests/sdk/test_probe.py, the examples'
+  written on a fresh clone), the probe's output by tests/tools/test_probe.py, the examples'
   output by the tests of each example;
 - anything else, including a block without a language, fails: say what it is.
 
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_negotiation.revisions import FEATURES
+from mcp_negotiation.core.revisions import FEATURES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -60,7 +60,7 @@ RUNNERS = {
     "examples/tracing.py": "test_tracing_example_prints_the_spans",
     "examples/ucp_negotiation_core.py": "test_the_example_prints_what_the_page_says",
     "examples/ucp_shop.py": "test_stdio_session_extension_and_arguments_path",
-    "src/mcp_negotiation/demo.py": "test_a_window_closing_while_serving_reaches_envelopes_seen_before",
+    "src/mcp_negotiation/tools/demo.py": "test_a_window_closing_while_serving_reaches_envelopes_seen_before",
 }
 """Each file the docs quote, every example among them, and the one test that runs it (as a
 subprocess, or imported and driven by the SDK's client); checked below by running that test."""
@@ -167,11 +167,12 @@ def _runner(name: str) -> tuple[Path, ast.Module, ast.FunctionDef | ast.AsyncFun
 
 @pytest.mark.parametrize("example", sorted(RUNNERS))
 def test_the_runner_of_each_example_names_it(example: str) -> None:
-    """The runner's body names the file (`stdio_params("x.py")`, `-m mcp_negotiation.demo`),
+    """The runner's body names the file (`stdio_params("x.py")`, `-m mcp_negotiation.tools.demo`),
     or a name its module binds to it: `EXAMPLE = ROOT / "examples" / "x.py"`, `from x import
     build`, a helper that starts the file."""
     path = Path(example)
-    named = path.name if path.parts[0] == "examples" else f"mcp_negotiation.{path.stem}"
+    package = ".".join(path.with_suffix("").parts[1:])  # src/mcp_negotiation/tools/demo.py
+    named = path.name if path.parts[0] == "examples" else package
     module = path.stem if path.parts[0] == "examples" else named
     _, tree, test = _runner(RUNNERS[example])
     bound: set[str] = set()
@@ -192,12 +193,12 @@ def test_the_runner_of_each_example_names_it(example: str) -> None:
 
 def test_each_example_runs_under_its_runner(tmp_path: Path) -> None:
     """The runners pass, run here together (not skipped). The mcp 1.x example's runs in the
-    SDK matrix's 1.x environments, where `tests_v1` is collected."""
+    SDK matrix's 1.x environments, where `tests/adapters/mcp1` is collected."""
     nodes = {
         example: f"{path.relative_to(ROOT)}::{test.name}"
         for example, name in RUNNERS.items()
         for path, _, test in [_runner(name)]
-        if not {"tests_v1", "v1"} & set(path.relative_to(ROOT).parts)
+        if "mcp1" not in path.relative_to(ROOT).parts
     }
     report = tmp_path / "runners.xml"
     done = subprocess.run(
@@ -492,7 +493,7 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     assert 'id="mcp_negotiation.client_supports"' in api
     assert "Whether the client of this request can be asked for" in api  # client_supports' docstring
     revisions_page = (site / "api" / "revisions" / "index.html").read_text(encoding="utf-8")
-    assert 'id="mcp_negotiation.revisions.FEATURES"' in revisions_page
+    assert 'id="mcp_negotiation.core.revisions.FEATURES"' in revisions_page
 
 
 def test_every_test_the_security_page_names_exists() -> None:

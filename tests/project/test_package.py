@@ -51,8 +51,8 @@ def test_the_top_level_names_are_one_per_job() -> None:
 
 def test_every_error_of_the_library_is_a_negotiation_error_and_keeps_its_builtin_base() -> None:
     from mcp_negotiation import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation
-    from mcp_negotiation.revisions import DeprecationClockError
-    from mcp_negotiation.sdk.probe import ProbeError
+    from mcp_negotiation.core.revisions import DeprecationClockError
+    from mcp_negotiation.tools.probe import ProbeError
     from mcp_negotiation.ucp import UcpError
 
     kept = {

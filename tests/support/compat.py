@@ -1,8 +1,8 @@
 """What docs/compatibility.md states, and how the tests check it against what they observe.
 
 The page has two generated tables between HTML comment markers: the SDK matrix
-(rendered from tests/peers/matrix.toml) and the conformance counts per run (checked
-against the official suite's own counts by tests/peers/test_conformance.py). A table that
+(rendered from tests/support/matrix.toml) and the conformance counts per run (checked
+against the official suite's own counts by tests/adapters/mcp2/test_conformance.py). A table that
 disagrees with reality fails a test, whose message carries the table to paste.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs/compatibility.md"
-MATRIX = ROOT / "tests/peers/matrix.toml"
+MATRIX = ROOT / "tests/support/matrix.toml"
 ENV_VAR = "MCP_NEGOTIATION_MATRIX_ENV"
 
 CONFORMANCE_RUNS: list[tuple[str, list[str]]] = [
@@ -73,7 +73,7 @@ def _rows(block: str) -> list[list[str]]:
 
 
 def render_matrix() -> str:
-    """The page's SDK table, from tests/peers/matrix.toml."""
+    """The page's SDK table, from tests/support/matrix.toml."""
     matrix = load_matrix()
     lines = ["| nox session | mcp | mcp-types | fastmcp | tests |", "|---|---|---|---|---|"]
     for entry in matrix["env"]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mcp_negotiation.engine import Engine
+from mcp_negotiation.core.engine import Engine
 
 
 def decisions(monkeypatch: pytest.MonkeyPatch) -> list[str]:

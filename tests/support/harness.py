@@ -38,14 +38,14 @@ def stdio_params(script: str, *args: str) -> StdioServerParameters:
 def demo_params(*args: str) -> StdioServerParameters:
     """The bundled example server as a stdio subprocess."""
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "mcp_negotiation.demo", *args], cwd=str(ROOT)
+        command=sys.executable, args=["-m", "mcp_negotiation.tools.demo", *args], cwd=str(ROOT)
     )
 
 
 def run_probe(*args: str) -> subprocess.CompletedProcess[str]:
     """`mcp-negotiation probe ARGS`, run as users run it: a subprocess."""
     return subprocess.run(
-        [sys.executable, "-m", "mcp_negotiation.cli", "probe", *args],
+        [sys.executable, "-m", "mcp_negotiation.tools.cli", "probe", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -38,7 +38,7 @@ from support.harness import EXAMPLES, legacy_session, open_streams, serve_http, 
 from support.profile_server import ProfileServer, Route, Tls
 from ucp_shop import BUSINESS_PROFILE, CHECKOUT, build
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
 V = "2026-04-08"
 

@@ -16,10 +16,11 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 
-from mcp_negotiation import Policy, engine, negotiate, negotiation_of, requires_ucp
-from mcp_negotiation.negotiation import NO_HEADERS
-from mcp_negotiation.sdk.middleware import NegotiationMiddleware
-from mcp_negotiation.sdk.seams import middleware_list
+from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
+from mcp_negotiation.adapters.mcp2.middleware import NegotiationMiddleware
+from mcp_negotiation.adapters.mcp2.seams import middleware_list
+from mcp_negotiation.core import engine
+from mcp_negotiation.core.negotiation import NO_HEADERS
 from mcp_negotiation.ucp import StaticResolver, UcpPolicy
 from support.harness import envelope, structured
 from ucp_shop import BUSINESS_PROFILE, CHECKOUT

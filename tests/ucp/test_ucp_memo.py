@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mcp_negotiation import Policy, engine
-from mcp_negotiation.bounded import MAX_ENTRY_BYTES
-from mcp_negotiation.negotiation import NO_HEADERS
+from mcp_negotiation import Policy
+from mcp_negotiation.core import engine
+from mcp_negotiation.core.bounded import MAX_ENTRY_BYTES
+from mcp_negotiation.core.negotiation import NO_HEADERS
 from mcp_negotiation.ucp import ALL_PORTS, HttpsProfileResolver, Profile, StaticResolver, UcpError, UcpPolicy
 from support.harness import structured
 from support.profile_server import ProfileServer, Route, Tls

@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
-from mcp_negotiation.sdk.probe import Row, render_ucp, ucp_outcome
+from mcp_negotiation.tools.probe import Row, render_ucp, ucp_outcome
 from mcp_negotiation.ucp import Profile, StaticResolver, UcpNegotiator, UcpPolicy, advertisement
 from support.harness import EXAMPLES, structured
 from ucp_shop import BUSINESS_PROFILE, CHECKOUT, build

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from ..bounded import BoundedCache, IdentityCache
-from ..client_log import report
-from ..frozen_json import is_object
-from ..negotiation import retained_size
+from ..core.bounded import BoundedCache, IdentityCache
+from ..core.client_log import report
+from ..core.frozen_json import is_object
+from ..core.negotiation import retained_size
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, VERSION_UNSUPPORTED, UcpError
 from .header import parse_ucp_agent, validate_profile_url
 from .negotiate import UcpAgreement, negotiate_capabilities
 from .profile import Profile, ProfileSource
 
 if TYPE_CHECKING:  # `negotiation` imports this module (a `Policy` checks its `ucp`): never the reverse
-    from ..negotiation import Negotiation
+    from ..core.negotiation import Negotiation
     from .resolver import ProfileResolver
 
 __all__ = [

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal, get_args
 
-from ..errors import NegotiationError, Refusal
+from ..core.errors import NegotiationError, Refusal
 
 __all__ = [
     "CAPABILITIES_INCOMPATIBLE",

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import http_sf
 
-from ..client_log import report
+from ..core.client_log import report
 from .errors import INVALID_PROFILE_URL, UcpError
 
 __all__ = ["MAX_HEADER_LENGTH", "MAX_URL_LENGTH", "parse_ucp_agent", "validate_profile_url"]

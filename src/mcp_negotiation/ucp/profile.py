@@ -27,9 +27,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final, TypeAlias, TypeGuard
 
-from ..client_log import report
-from ..frozen_json import Budget, NotFreezable, freeze
-from ..revisions import is_date_version
+from ..core.client_log import report
+from ..core.frozen_json import Budget, NotFreezable, freeze
+from ..core.revisions import is_date_version
 from .errors import PROFILE_MALFORMED, UcpError
 from .header import MAX_URL_LENGTH
 

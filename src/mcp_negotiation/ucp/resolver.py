@@ -60,7 +60,7 @@ else:
     except ImportError:  # mcp 1.x installs httpx, whose API httpx2 keeps
         import httpx as httpx2
 
-from ..client_log import report
+from ..core.client_log import report
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, UcpError, UcpErrorCode
 from .header import validate_profile_url
 from .profile import Profile, ProfileSource

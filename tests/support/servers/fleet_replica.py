@@ -1,4 +1,4 @@
-"""One replica of the fleet tests/e2e/test_fleet.py runs behind HAProxy: the example shop
+"""One replica of the fleet tests/ucp/test_fleet.py runs behind HAProxy: the example shop
 (examples/ucp_shop.py's policy) whose resolver shares its profile cache through Redis.
 
     python tests/support/servers/fleet_replica.py --fd FD --name NAME --redis URL --trust-ca PEM

@@ -1,7 +1,7 @@
 """A negotiated server whose `seams` tool reports what every SDK touch point resolved to.
 
-Used by tests/sdk/test_seams.py over memory, stdio and streamable HTTP: each value comes
-from `mcp_negotiation.sdk.seams` inside a real request, so an SDK release that moves a
+Used by tests/adapters/mcp2/test_seams.py over memory, stdio and streamable HTTP: each value comes
+from `mcp_negotiation.adapters.mcp2.seams` inside a real request, so an SDK release that moves a
 private name shows up as a wrong value there, not as a silent pass-through.
 
     python tests/support/servers/seams_server.py            # stdio
@@ -15,7 +15,8 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 
 from mcp_negotiation import negotiate, negotiation_of
-from mcp_negotiation.sdk import origin, seams
+from mcp_negotiation.adapters import origin
+from mcp_negotiation.adapters.mcp2 import seams
 
 
 def report(ctx: Context) -> dict[str, Any]:

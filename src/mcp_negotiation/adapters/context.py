@@ -1,0 +1,323 @@
+"""What tool handlers call: the current request's negotiation, published in a ContextVar.
+
+The SDK rebuilds its context objects (`dataclasses.replace` drops anything we attach),
+but it carries ContextVars into handler tasks on every path. So the middleware
+publishes the record here, and every helper reads it from here, whatever context
+object the handler holds: an MCPServer `Context`, a lowlevel `ServerRequestContext`,
+or a FastMCP `Context`. Concurrent requests run in separate contexts and never see each
+other's record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import json
+import logging
+import weakref
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, TypeVar, cast
+
+from ..core.bounded import IdentityCache
+from ..core.client_log import report
+from ..core.engine import UcpRepeat
+from ..core.errors import NoNegotiation, Refusal
+from ..core.listings import REQUIRES_ATTRIBUTE
+from ..core.negotiation import Negotiation, Negotiator, capability_names, retained_size, supports
+from ..core.revisions import ClientFeature, FeatureName
+from ..ucp.binding import with_agreement
+from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
+from ..ucp.negotiate import UcpAgreement
+from .compat import raise_refusal, tool_result
+from .mcp2 import seams
+
+__all__ = [
+    "client_supports",
+    "negotiation_of",
+    "requires",
+    "requires_ucp",
+]
+
+
+current: ContextVar[tuple[Negotiation, Negotiator] | None] = ContextVar(
+    "mcp_negotiation.current", default=None
+)
+"""The request being served: its negotiation and the negotiator that made it. The adapter
+(the middleware, or the 1.x wrapper) sets it around the handler; the functions here read it.
+Set it only as they do (a token, reset after), e.g. to call `client_supports` outside a server."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+Entry = tuple[Negotiation, Negotiator]
+
+
+class Narrowed(tuple[Negotiation, Negotiator]):
+    """An entry whose agreement `@requires_ucp` restricted to one operation, `root`.
+
+    It remembers the record it was narrowed from (`source`): a reader holding the request's
+    own entry (`_entry_of`) takes it as the narrower answer for that very request, and a
+    tool serving another operation narrows from `source` again.
+    """
+
+    source: Negotiation
+    root: str
+    stamp: bool
+    """Whether a dict result gets the `ucp` block (`UcpPolicy.stamp_results`), known here once."""
+
+    @classmethod
+    def of(cls, entry: Entry, agreement: UcpAgreement, root: str) -> Narrowed:
+        narrowed = cls((with_agreement(entry[0], agreement), entry[1]))
+        narrowed.source = entry[0]
+        narrowed.root = root
+        narrowed.stamp = entry[1].policy.ucp is not None and entry[1].policy.ucp.stamp_results
+        return narrowed
+
+
+class Learning(tuple[Negotiation, Negotiator]):
+    """What the middleware publishes for a repeated UCP call to a tool it has not yet seen
+    narrowed: should the tool's `@requires_ucp` narrow it, that is what the memoised outcome
+    publishes for this tool from then on (`UcpRepeat.learn`), and the decorator has nothing
+    left to do on a repeat."""
+
+    repeat: UcpRepeat
+    tool: str
+
+    @classmethod
+    def of(cls, repeat: UcpRepeat, tool: str) -> Learning:
+        learning = cls(repeat.published)
+        learning.repeat = repeat
+        learning.tool = tool
+        return learning
+
+
+def _entry_of(ctx: object) -> Entry | None:
+    """The entry of the request `ctx` belongs to: the one left on its request context.
+
+    The ContextVar's may be another request's: a worker task started by an earlier request
+    and handed this `ctx`, or a tool that calls a negotiated server (itself, or another) in
+    process and handles its requests back (an elicitation or progress callback of a proxy)
+    runs inside that server's request. Only when nothing was left on the context (a
+    middleware after ours rebuilt it) does the ContextVar answer, and when the ContextVar
+    holds this very entry narrowed by `@requires_ucp`, which is the narrower answer.
+    """
+    entry = current.get()
+    bound = seams.entry_bound_to(ctx)
+    if bound is None or bound is entry:
+        return entry
+    if type(entry) is Narrowed and entry[1] is bound[1]:
+        source = bound.source if type(bound) is Narrowed else bound[0]
+        if entry.source is source:
+            return entry
+    return cast("Entry", bound)
+
+
+def negotiation_of(ctx: object = None) -> Negotiation:
+    """The negotiation of the request `ctx` belongs to (without `ctx`: the current one).
+
+    The one way to read the record. Outside a negotiated request it raises
+    `NoNegotiation` (a `LookupError`): code that may also run outside one catches it.
+    """
+    entry = _entry_of(ctx) if ctx is not None else current.get()
+    record = entry[0] if entry is not None else None
+    if record is None:
+        raise NoNegotiation(
+            "no negotiation for this request: wrap the server with mcp_negotiation.negotiate() "
+            "and call this from inside a request handler"
+        )
+    return record
+
+
+def client_supports(ctx: object, feature: FeatureName | str) -> bool:
+    """Whether the client of this request can be asked for `feature` right now.
+
+    True only when the client declared it, the negotiated revision has it, and the
+    policy has not withdrawn it. Outside a negotiated request it is False. A misspelt
+    name is False too, and logged once, naming the nearest known name.
+    """
+    if isinstance(ctx, str) and not isinstance(feature, str):
+        # Would answer False for every client, silently: the author's slip, raised at once.
+        raise TypeError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
+    entry = _entry_of(ctx)
+    return entry is not None and supports(entry[0], feature)
+
+
+def _require(features: tuple[str, ...]) -> None:
+    entry = current.get()
+    if entry is None:
+        raise_refusal(Refusal(-32603, "mcp_negotiation: no negotiation for this request"))
+    record, negotiator = entry
+    refusal = negotiator.missing_required(record, features)
+    if refusal is not None:
+        raise_refusal(refusal)
+
+
+class _Incompatible:
+    """UCP's `capabilities_incompatible` answer, returned instead of running the tool."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+
+_NARROWED: IdentityCache[Narrowed] = IdentityCache(4_096)
+"""`_scoped_ucp`'s entries, by (record, negotiator, operation): a call the middleware did not
+publish narrowed (over HTTP, or the first of a tool under a memoised outcome) is one lookup."""
+
+
+def _scoped_ucp(entry: Entry | None, root: str) -> Narrowed | _Incompatible:
+    """`entry`'s record narrowed to one UCP operation, or the result refusing it."""
+    if entry is not None and (known := _NARROWED.get(entry[0], entry[1], root)) is not None:
+        return known
+    ucp_policy = entry[1].policy.ucp if entry is not None else None
+    if entry is not None and ucp_policy is None:
+        # The server's mistake, not the platform's: it must not be told it sent no profile.
+        report(
+            logging.ERROR,
+            "mcp_negotiation: @requires_ucp(%r) on a server whose Policy has no ucp=UcpPolicy()",
+            root,
+        )
+        raise_refusal(Refusal(-32603, "this server is not configured for UCP"))
+    agreement = entry[0].ucp if entry is not None else None
+    try:
+        if entry is None or agreement is None:
+            raise UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
+        scoped = agreement.for_operation(root)
+    except UcpError as failure:
+        # Offered like every other UCP error, so each form carries the business's web fallback.
+        offered = ucp_policy.offered(failure) if ucp_policy is not None else failure
+        if offered.code == CAPABILITIES_INCOMPATIBLE:
+            structured = offered.to_tool_result()
+            return _Incompatible(tool_result(structured, json.dumps(structured)))
+        raise_refusal(offered.to_refusal())
+    narrowed = Narrowed.of(entry, scoped, root)
+    _NARROWED.put(narrowed, entry[0], entry[1], root, size=retained_size(entry[0]))
+    return narrowed
+
+
+def requires_ucp(root: str) -> Callable[[_F], _F]:
+    """Decorate a tool serving the UCP operation whose capability is `root`.
+
+    Without a platform profile the call is refused (-32001, `invalid_profile_url`);
+    when `root` did not survive negotiation the tool answers UCP's
+    `capabilities_incompatible` result instead of running. Inside the tool,
+    `negotiation_of(ctx).ucp` is the agreement restricted to `root` and its extensions.
+    With `UcpPolicy(stamp_results=True)`, a dict result gets the `ucp` block added.
+    """
+    if not isinstance(root, str) or not root:
+        raise ValueError("requires_ucp() needs a capability name")
+
+    def decorate(fn: _F) -> _F:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError("requires_ucp() decorates async tool functions")
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            entry = current.get()
+            if type(entry) is Narrowed and entry.root == root:  # a repeat, published narrowed
+                scoped = entry
+                result = await fn(*args, **kwargs)
+            else:
+                if type(entry) is Narrowed:  # for another operation: narrowed from its source
+                    entry = (entry.source, entry[1])
+                answer = _scoped_ucp(entry, root)
+                if isinstance(answer, _Incompatible):
+                    return answer.result
+                scoped = answer
+                if type(entry) is Learning:
+                    entry.repeat.learn(entry.tool, scoped)
+                token = current.set(scoped)
+                try:
+                    result = await fn(*args, **kwargs)
+                finally:
+                    current.reset(token)
+            if scoped.stamp and isinstance(result, dict) and "ucp" not in result:
+                ucp = scoped[0].ucp  # (a narrowed record's agreement: never None)
+                if ucp is not None:
+                    result = {**result, "ucp": ucp.to_ucp_block(root)}
+            return result
+
+        return cast(_F, wrapper)
+
+    return decorate
+
+
+def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
+    """Decorate a tool, prompt or resource function that needs client capabilities.
+
+    The call is refused with -32021 and `data.requiredCapabilities` when the client
+    lacks any of them; the wrapped function keeps its signature, so the SDK still
+    derives the tool's input schema from it. Place it below `@server.tool()`: the SDK
+    registers the function it is given, so above it the check would never run; on a
+    negotiated MCPServer that order raises `TypeError`, here or in `negotiate()`,
+    whichever comes last. An unknown name raises `ValueError` here, when the module is
+    imported, naming the nearest known name.
+    """
+    if not features:
+        raise ValueError("requires() needs one or more capability names")
+    if callable(features[0]):
+        raise TypeError("write @requires('name', ...) with the names it needs, in parentheses")
+    names = capability_names(features, "requires()")
+
+    def decorate(fn: _F) -> _F:
+        if not callable(fn) or isinstance(fn, type):
+            raise TypeError(
+                f"requires() decorates a function, not {type(fn).__name__}: write @requires(...)"
+                " below @server.tool(), right above the `def`"
+            )
+        with contextlib.suppress(TypeError):  # a callable that takes no weak reference: not tracked
+            _gated.add(fn)
+        for server in list(_watched):
+            _refuse_misplaced(server, fn)
+        gated: Callable[..., Any]
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                _require(names)
+                return await fn(*args, **kwargs)
+
+            gated = async_wrapper
+        else:
+
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                _require(names)
+                return fn(*args, **kwargs)
+
+            gated = wrapper
+        # What a listing declares for the entry this function serves (`catalog`): the names a
+        # -32021 of this check carries, and those of a `@requires` below it, checked next.
+        inner = getattr(fn, REQUIRES_ATTRIBUTE, ())
+        setattr(gated, REQUIRES_ATTRIBUTE, names + tuple(name for name in inner if name not in names))
+        return cast(_F, gated)
+
+    return decorate
+
+
+_gated: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()
+"""The functions `requires` wrapped: a server that registered one of these, rather than its
+wrapper, serves it ungated."""
+_watched: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Negotiated servers, whose registrations `requires` checks as it wraps."""
+
+
+def _refuse_misplaced(server: Any, only: object = None) -> None:
+    from .mcp2 import seams
+
+    for fn in seams.registered_functions(server):
+        if fn is not None and (fn is only if only is not None else fn in _gated):
+            name = getattr(fn, "__name__", repr(fn))
+            raise TypeError(
+                f"@requires(...) is above the decorator that registered {name} (@server.tool(),"
+                f" @server.prompt()): {name} was registered without the check, so every client would"
+                " be served; write @requires(...) below that decorator, right above the `def`"
+            )
+
+
+def check_requires_order(server: Any) -> None:
+    """Raise if `server` registered a function `requires` wrapped (the decorators in the wrong
+    order), and watch it, so that `requires` can tell when it is applied to one it did."""
+    _refuse_misplaced(server)
+    with contextlib.suppress(TypeError):  # a server that takes no weak reference: not watched
+        _watched.add(server)

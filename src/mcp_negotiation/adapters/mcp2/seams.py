@@ -1,0 +1,281 @@
+"""Every place this library touches the SDK beyond its public surface, in one table.
+
+The SDK's middleware API is provisional and its internals move between releases. Each
+touch point below is looked up once, feature-checked, and answers `None` (or a safe
+default) when the SDK changed under us, so the caller can warn and pass through.
+`tests/adapters/mcp2/test_seams.py` fails loudly when any of them goes missing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Final
+
+logger = logging.getLogger("mcp_negotiation")
+
+STATE_KEY: Final = "mcp_negotiation.record"
+"""Our key in the SDK's per-connection `Connection.state` scratch dict."""
+UCP_STATE_KEY: Final = "mcp_negotiation.ucp_profile"
+"""Our key there for the stdio extension's session default profile URL."""
+BOUND_ATTRIBUTE: Final = "_mcp_negotiation_entry"
+"""Where a request's entry is also left: on the SDK's request context."""
+
+DIRECT_KIND: Final = "direct"
+HTTP_KIND: Final = "streamable-http"
+
+
+def connection_of(ctx: Any) -> Any | None:
+    """The SDK `Connection` behind a request context (private: `ServerSession._connection`)."""
+    return getattr(getattr(ctx, "session", None), "_connection", None)
+
+
+def connection_state(ctx: Any) -> MutableMapping[str, Any] | None:
+    """The per-connection scratch dict, or None when the SDK no longer offers one."""
+    state = getattr(connection_of(ctx), "state", None)
+    # `type(...) is dict` first: this runs per request, and the ABC check costs more.
+    return state if type(state) is dict or isinstance(state, MutableMapping) else None
+
+
+def held(ctx: Any, key: str = STATE_KEY) -> object:
+    """What the connection holds under our `key` (its handshake's record, by default), None
+    where nothing is held or the SDK no longer offers per-connection state."""
+    # `connection_of`, inline: this runs on every request of a legacy session.
+    state = getattr(getattr(getattr(ctx, "session", None), "_connection", None), "state", None)
+    return state.get(key) if type(state) is dict else None
+
+
+def session_id(ctx: Any) -> str | None:
+    value = getattr(connection_of(ctx), "session_id", None)
+    return value if isinstance(value, str) else None
+
+
+def transport_kind(ctx: Any) -> str | None:
+    """The dispatcher's transport label (private: `ServerSession._request_outbound.transport`)."""
+    outbound = getattr(getattr(ctx, "session", None), "_request_outbound", None)
+    # On the modern path the SDK wraps the dispatch context, and its `transport` property
+    # copies the transport (`dataclasses.replace`) on every read; the label is the inner one's.
+    outbound = getattr(outbound, "_inner", outbound)
+    kind = getattr(getattr(outbound, "transport", None), "kind", None)
+    return kind if isinstance(kind, str) else None
+
+
+def served_for_another(method: str, sent: str | None) -> bool:
+    """Whether the SDK runs this modern HTTP request (`method`, under an HTTP request whose
+    `Mcp-Method` header is `sent`: `origin.http_headers`) itself, while serving the client's own.
+
+    Before it dispatches a `tools/call` whose arguments `Mcp-Param-*` headers may restate,
+    the SDK lists the server's tools through the whole middleware chain, to check them
+    (when the server sets no `get_tool_input_schema`, as a lowlevel `Server` does not).
+    That listing carries the call's HTTP request, whose `Mcp-Method` header the SDK has
+    already checked against the body: a method that differs from it is the SDK's own.
+    """
+    return sent is not None and sent != method
+
+
+def sdk_answer_for(requested: Any) -> str:
+    """The revision the SDK itself answers to an `initialize` asking for `requested`."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def steer_initialize(ctx: Any, agreed: str) -> bool:
+    """Make the SDK answer, and commit, the revision the policy chose for an `initialize`.
+
+    The SDK builds its `initialize` answer from the params and, after the chain, commits
+    the connection's revision by re-reading the *same* params object; its middleware
+    documentation says `initialize` is observed but not rewritable, so the adjusted
+    context it recommends elsewhere (`replace(ctx, params=...)`) would answer one revision
+    and commit another. Rewriting that object in place is the one way to keep them equal
+    when the policy counter-offers. False when the params cannot be rewritten.
+    """
+    params = ctx.params
+    requested = params.get("protocolVersion") if isinstance(params, Mapping) else None
+    if sdk_answer_for(requested) == agreed:
+        return True
+    if not isinstance(params, MutableMapping):
+        return False
+    params["protocolVersion"] = agreed
+    return True
+
+
+def bind(ctx: Any, entry: object) -> None:
+    """Leave a request's entry on the SDK's request context too (see `entry_bound_to`).
+
+    The SDK's context is a plain dataclass today; a slotted or frozen one refuses the
+    attribute, and then the ContextVar alone answers. Per request, so written to cost
+    one attribute store.
+    """
+    try:  # noqa: SIM105  (suppress() costs a microsecond per request)
+        setattr(ctx, BOUND_ATTRIBUTE, entry)
+    except (AttributeError, TypeError):
+        pass
+
+
+def entry_bound_to(ctx: object) -> Any:
+    """The entry `bind` left on the request context behind a handler's `ctx`, or None.
+
+    MCPServer's (and FastMCP's) `Context` is a pydantic model holding the request context
+    as a private attribute; its `request_context` property costs microseconds through
+    pydantic's `__getattr__`, the private dict (`__pydantic_private__`) a lookup. A
+    lowlevel handler's `ctx` is the request context itself.
+    """
+    private = getattr(ctx, "__pydantic_private__", None)
+    if type(private) is dict:
+        ctx = private.get("_request_context", ctx)
+    return getattr(ctx, BOUND_ATTRIBUTE, None)
+
+
+def middleware_list(server: Any) -> list[Any] | None:
+    """The middleware list of an MCPServer, a lowlevel Server, or a FastMCP server."""
+    for candidate in (server, lowlevel_server(server)):
+        chain = getattr(candidate, "middleware", None) if candidate is not None else None
+        if isinstance(chain, list) and _is_sdk_chain(candidate):
+            return chain
+    return None
+
+
+_SERVER_CLASSES: Final = frozenset({("mcp", "Server"), ("mcp", "MCPServer"), ("fastmcp", "FastMCP")})
+
+
+def is_sdk_server(value: object) -> bool:
+    """Whether `value` is a server of the SDK (or FastMCP), whatever it has become inside:
+    matched by class name and package, so that FastMCP is never imported for this."""
+    return any(
+        (cls.__module__.partition(".")[0], cls.__name__) in _SERVER_CLASSES
+        for cls in getattr(value.__class__, "__mro__", ())
+    )
+
+
+def _is_sdk_chain(candidate: Any) -> bool:
+    try:
+        from mcp.server.lowlevel.server import Server
+    except ImportError:  # pragma: no cover
+        return False
+    if isinstance(candidate, Server):
+        return True
+    return type(candidate).__name__ == "MCPServer" and isinstance(
+        getattr(candidate, "_lowlevel_server", None), Server
+    )
+
+
+def lowlevel_server(server: Any) -> Any | None:
+    """The SDK lowlevel `Server` behind a high-level server (private attribute names)."""
+    for name in ("_lowlevel_server", "_mcp_server"):
+        inner = getattr(server, name, None)
+        if inner is not None:
+            return inner
+    return None
+
+
+def registered_functions(server: Any) -> list[Any]:
+    """The functions an MCPServer registered as tools and prompts (private: its managers);
+    none for a server without them (a lowlevel `Server` registers handlers, not functions).
+    A prompt's is held behind pydantic's `validate_call`, one `__wrapped__` away."""
+    found: list[Any] = []
+    for manager, lister, layers in (
+        ("_tool_manager", "list_tools", 0),
+        ("_prompt_manager", "list_prompts", 1),
+    ):
+        listing = getattr(getattr(server, manager, None), lister, None)
+        items = listing() if callable(listing) and not inspect.iscoroutinefunction(listing) else None
+        for item in items if isinstance(items, list) else ():
+            fn = getattr(item, "fn", None)
+            found.append(getattr(fn, "__wrapped__", fn) if layers else fn)
+    return found
+
+
+def http_app_owner(server: Any) -> Any:
+    """The server whose `streamable_http_app()` builds the app: the lowlevel one behind a
+    high-level server, else the server itself."""
+    return lowlevel_server(server) or server
+
+
+def http_session_manager(server: Any) -> Any | None:
+    """What the server's last `streamable_http_app()` built its app around, None before any
+    (private: the lowlevel `Server._session_manager`)."""
+    return getattr(http_app_owner(server), "_session_manager", None)
+
+
+def span_opener_position(chain: list[Any]) -> int:
+    """Where our middleware goes: right after the one that opens the request's SERVER span.
+
+    That is the SDK's OpenTelemetry middleware, or FastMCP's `FastMCPServerMiddleware`,
+    which removes the SDK's and opens its own. Inside it, our span is the request span's
+    child and repeats link from the right span; before it, they would land on whatever
+    span the caller had open (with the in-memory transport, the client's own span).
+    """
+    position = 0
+    for index, item in enumerate(chain):
+        if _opens_server_span(item):
+            position = index + 1
+    return position
+
+
+def _opens_server_span(item: Any) -> bool:
+    """Matched by class name: FastMCP is never imported for this, and the SDK's module is
+    private (`tests/adapters/mcp2/test_seams.py` fails if either name moves)."""
+    kind = type(item)
+    return any(
+        (cls.__name__, cls.__module__) == ("OpenTelemetryMiddleware", "mcp.server._otel")
+        for cls in kind.__mro__
+    ) or (kind.__name__ == "FastMCPServerMiddleware" and kind.__module__.startswith("fastmcp."))
+
+
+def place(chain: list[Any], item: Any) -> bool:
+    """Put `item` right after the span opener in `chain`; True when it moved (or arrived).
+
+    An item already inside the span, anywhere after the opener, stays where it is: a
+    middleware the user put between the two (auth, rate limits) meant to run first.
+    """
+    present = [index for index, candidate in enumerate(chain) if candidate is item]
+    rest = [candidate for candidate in chain if candidate is not item]
+    wanted = span_opener_position(rest)
+    if len(present) == 1 and present[0] >= wanted:
+        return False
+    chain[:] = rest
+    chain.insert(wanted, item)
+    return True
+
+
+_LISTERS: Final = {
+    "tools/list": ("_tool_manager", "list_tools", "list_tools", "name"),
+    "prompts/list": ("_prompt_manager", "list_prompts", "list_prompts", "name"),
+    "resources/templates/list": (
+        "_resource_manager",
+        "list_templates",
+        "list_resource_templates",
+        "uri_template",
+    ),
+}
+"""Per listing: the MCPServer (and mcp 1.x FastMCP) manager and its lister, the FastMCP 4
+server's own lister, and the attribute an item's listed key is read from."""
+
+
+def catalog_server(server: Any) -> Any | None:
+    """The server holding the functions behind its listed entries: `server` itself when it is
+    an MCPServer or a FastMCP one, else the high-level server whose bound method a lowlevel
+    server (one `instrument()` reached from inside its constructor) lists tools with."""
+    if hasattr(server, "_tool_manager") or hasattr(server, "_local_provider"):
+        return server
+    lookup = getattr(server, "get_request_handler", None)
+    entry = lookup("tools/list") if callable(lookup) else None
+    owner = getattr(getattr(entry, "handler", None), "__self__", None)
+    return owner if owner is not None and owner is not server and is_sdk_server(owner) else None
+
+
+async def listed_functions(server: Any, method: str) -> dict[str, Any]:
+    """The function behind each entry `server` lists for `method`, by the entry's listed key
+    (private: the MCPServer managers; FastMCP 4's public async listers)."""
+    manager_name, manager_lister, server_lister, key = _LISTERS[method]
+    manager = getattr(server, manager_name, None)
+    items: Any = ()
+    if manager is not None:
+        items = getattr(manager, manager_lister)()
+    else:
+        lister = getattr(server, server_lister, None)
+        if inspect.iscoroutinefunction(lister):
+            items = await lister()
+    return {str(getattr(item, key, "")): getattr(item, "fn", None) for item in items}

@@ -1,0 +1,75 @@
+"""Refusals in the specification's own words: JSON-RPC codes and their `data` shapes.
+
+The core produces `Refusal` values and never touches the SDK's exception types; the
+adapters (`adapters/`) turns them into the SDK's `MCPError`. Only the codes the MCP
+specification defines are used: inventing codes in -32020..-32099 would collide with
+future revisions of the specification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .frozen_json import thaw
+
+__all__ = [
+    "HEADER_MISMATCH",
+    "INVALID_PARAMS",
+    "METHOD_NOT_FOUND",
+    "MISSING_REQUIRED_CLIENT_CAPABILITY",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "NegotiationError",
+    "NegotiationRefused",
+    "NegotiationUnavailable",
+    "NoNegotiation",
+    "Refusal",
+]
+
+INVALID_PARAMS: Final = -32602
+METHOD_NOT_FOUND: Final = -32601
+HEADER_MISMATCH: Final = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request the server will not serve, as the JSON-RPC error the client receives."""
+
+    code: int
+    message: str
+    data: Mapping[str, Any] | None = field(default=None)
+
+    def to_jsonrpc_error(self) -> dict[str, Any]:
+        """The `error` member of a JSON-RPC response, a deep copy: whoever amends it (the
+        SDK, a middleware) cannot reach the refusal, which telemetry and logs still read."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = thaw(self.data)
+        return error
+
+
+class NegotiationError(Exception):
+    """The base of every exception this library raises, so one `except` catches them all.
+
+    Each subclass keeps the built-in base it had (`RuntimeError`, `LookupError`,
+    `ValueError`), so code catching those still catches what it caught before.
+    """
+
+
+class NegotiationRefused(NegotiationError):
+    """Raised by the pure core when a request must be refused; carries the `Refusal`."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+class NegotiationUnavailable(NegotiationError, RuntimeError):
+    """Raised in strict mode when the SDK offers no way to negotiate through (a missing hook)."""
+
+
+class NoNegotiation(NegotiationError, LookupError):
+    """Raised by `negotiation_of` outside a request of a server wrapped by `negotiate()`."""

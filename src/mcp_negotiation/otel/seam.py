@@ -1,0 +1,80 @@
+"""The one place this library reads OpenTelemetry beyond its public API.
+
+A repeat of a traced negotiation links the request's span to the span that negotiated
+it, on every request, and both halves of that have a public way that costs more than
+the rest of the repeat:
+
+- Read through `trace.get_current_span()`, the current span costs five Python calls;
+  read where the API's default runtime context keeps it, two C calls, an eighth of what
+  a repeat costs the middleware. Those names are private
+  (`opentelemetry.context._RUNTIME_CONTEXT`, its `_current_context`, and
+  `opentelemetry.trace.propagation._SPAN_KEY`).
+- The SDK's `Span.add_link(context)` builds a new empty immutable `BoundedAttributes`
+  and a new `Link` on every call, then appends the link under the span's lock with its
+  private `_add_link`. A link that carries no attributes can be built once per
+  negotiation and appended as it is: a repeat with an SDK then costs the middleware
+  ~5,300 instructions more than without one, not ~17,300 (`benchmarks/RESULTS.md`).
+
+So those names are looked up here, once, and `tests/otel/test_telemetry.py` fails if
+they move; with another runtime context (`OTEL_PYTHON_CONTEXT`), another span class, or
+an API or SDK whose internals moved, the public calls are used.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.trace import Link
+from opentelemetry.trace import propagation as trace_propagation
+
+__all__ = ["LinkAppender", "current_span_source", "link_appender"]
+
+LinkAppender = Callable[[Any, Link], None]
+"""Adds a link built beforehand (`telemetry.Traced.link`) to a recording span."""
+
+
+def current_span_source() -> tuple[ContextVar[Any], str] | None:
+    """(the ContextVar holding OpenTelemetry's current context, the current span's key in it),
+    or None when the default runtime context is not the one in use."""
+    try:
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+    except ImportError:  # pragma: no cover - an API without its default runtime context
+        return None
+    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+    variable = getattr(runtime, "_current_context", None)
+    key = getattr(trace_propagation, "_SPAN_KEY", None)
+    default = type(runtime) is ContextVarsRuntimeContext
+    if default and isinstance(variable, ContextVar) and isinstance(key, str):
+        return variable, key
+    return None
+
+
+def _add_link_publicly(span: Any, link: Link) -> None:
+    span.add_link(link.context)
+
+
+def link_appender(kind: type) -> LinkAppender:
+    """How to add a link built beforehand to a recording span of type `kind`.
+
+    For the OpenTelemetry SDK's spans whose `add_link` is the SDK's own, its private
+    `_add_link`, which appends a `Link` under the span's lock (and not once the span has
+    ended), exactly as `add_link` does after building the same link; for any other span,
+    the public `add_link`. Looked up by the span's type, since a subclass may add links
+    its own way; `kind` is searched only once the SDK is loaded (a span of its type means
+    it is).
+    """
+    sdk = sys.modules.get("opentelemetry.sdk.trace")
+    base = getattr(sdk, "Span", None)
+    append = getattr(kind, "_add_link", None)
+    if (
+        isinstance(base, type)
+        and issubclass(kind, base)
+        and callable(append)
+        and getattr(kind, "add_link", None) is getattr(base, "add_link", None)
+    ):
+        return append  # type: ignore[no-any-return]
+    return _add_link_publicly

@@ -1,0 +1,395 @@
+"""What a bridge can honestly promise: the agreement of two independently negotiated legs.
+
+A bridge (proxy, gateway, protocol translator) sits between a downstream client and an
+upstream server. Each negotiated with the bridge alone; neither saw the other. If the
+bridge advertised the downstream negotiation, the client would call something that dies
+behind the bridge where it cannot see why. So `agree` serves the intersection and
+records every feature it had to drop with the side that could not provide it: a dropped
+feature with a reason is a limitation an operator can see, one without is a bug that
+surfaces as a failed call.
+
+Both legs keep their own protocol and version (the client may speak MCP 2025-03-26 and
+the server 2026-07-28, or A2A 1.0.0): that difference is the reason to run a bridge and
+the first thing an operator needs when a message is translated.
+
+An `Agreement` makes no claim of reachability. It is computed from two negotiations; the
+bridge has not proved that either peer is answering now, so nothing in it says so.
+
+Cross-protocol legs are compared through a `FeatureMapping`, which translates upstream
+feature names into the downstream's vocabulary. The default A2A 1.0 ↔ MCP table pairs
+only features with an honest counterpart:
+
+==============  ====================  ==================================================
+A2A             MCP                   why they correspond
+==============  ====================  ==================================================
+skills          tools                 a skill is invoked by one message, a tool by one
+                                      call; lossy: a skill has no input schema
+streaming       progress.message      status updates relayed as progress notifications
+                                      with their message text; artifact chunks are
+                                      assembled into the final result
+tasks           tasks                 a durable unit of work with states, polled by id
+                                      (MCP: task-augmented `tools/call`, `tasks/get`)
+tasks.cancel    tasks.cancel          CancelTask ↔ `tasks/cancel`
+tasks.list      tasks.list            ListTasks (A2A 1.0) ↔ `tasks/list`
+inputRequired   elicitation           the input-required task state ↔ asking the client
+                                      with `elicitation/create`
+==============  ====================  ==================================================
+
+Left out, because the other protocol has nothing that behaves alike: A2A push
+notifications (webhooks to a disconnected client; MCP notifications ride the client's
+own connection), the extended and signed agent cards, multi-tenancy, and extensions (the
+two protocols' extension registries share a word, not a namespace); MCP resources,
+prompts, list-changed notifications, logging, completions, sampling and roots.
+
+`advertised_capabilities` turns an agreement whose downstream speaks MCP into the
+`ServerCapabilities` object a proxy should send, so it never promises what its upstream
+refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+from mcp_negotiation.core import revisions
+from mcp_negotiation.core.revisions import FeatureRow
+from mcp_negotiation.semver.protocols import ProtocolName, name_set
+
+__all__ = [
+    "A2A_MCP",
+    "MCP_SERVER_FEATURES",
+    "Agreement",
+    "FeatureMapping",
+    "Leg",
+    "RefusedBy",
+    "Withheld",
+    "advertised_capabilities",
+    "agree",
+]
+
+
+class RefusedBy(StrEnum):
+    """Which peer could not provide a withheld feature.
+
+    `BOTH` is for a name each leg offers that still cannot be served: in a cross-protocol
+    bridge, both protocols use the word for different things and the mapping pairs
+    neither with the other (A2A and MCP both say "extensions").
+    """
+
+    DOWNSTREAM = "downstream"
+    UPSTREAM = "upstream"
+    BOTH = "both"
+
+
+def _non_empty(field: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{field} must be a non-empty string, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Leg:
+    """One side of a bridge, as negotiated with the bridge and nobody else.
+
+    `version` is spelled the way the protocol spells it: an MCP revision date
+    (``"2025-11-25"``) or a semver string (``"1.0.0"`` for A2A). `features` are names in
+    that protocol's vocabulary, already limited to what this leg agreed.
+    """
+
+    peer: str
+    protocol: ProtocolName
+    version: str
+    features: frozenset[str]
+
+    def __init__(
+        self, peer: str, protocol: ProtocolName | str, version: str, features: Iterable[str]
+    ) -> None:
+        object.__setattr__(self, "peer", _non_empty("peer", peer))
+        object.__setattr__(self, "protocol", ProtocolName(protocol))
+        object.__setattr__(self, "version", _non_empty("version", version))
+        if self.protocol is ProtocolName.MCP and not revisions.is_date_version(version):
+            # A revision this library does not know yet is fine (a newer peer); a semver is a mix-up.
+            raise ValueError(f"an MCP leg's version is a revision date such as 2025-11-25; got {version!r}")
+        object.__setattr__(self, "features", name_set("features", features))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Withheld:
+    """A feature the bridge will not serve, and which side could not provide it.
+
+    Named in the downstream's vocabulary when it has a word for it; an upstream feature
+    with no counterpart keeps its upstream name, qualified by its protocol (`a2a:b`) when
+    a translated feature already goes by that name, and again (`a2a:a2a:b`) while the
+    qualified name is taken too: each record names one dropped feature.
+    """
+
+    feature: str
+    refused_by: RefusedBy
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """Both legs, and what the bridge can therefore serve downstream.
+
+    `served` and `withheld` never overlap, no two withheld records share a name, and
+    together they cover every feature either leg offered (after translation; an
+    untranslatable upstream feature whose name is taken is qualified, `a2a:b`, see
+    `Withheld`). `withheld` is sorted by feature name.
+    There is no reachability here: agreeing is not connecting.
+    """
+
+    downstream: Leg
+    upstream: Leg
+    served: frozenset[str]
+    withheld: tuple[Withheld, ...]
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class FeatureMapping:
+    """A one-to-one table between the feature names of two protocols.
+
+    One-to-one so that translating is never a guess and an agreement reads the same
+    whichever side is downstream. Names absent from the table have no counterpart.
+    """
+
+    left: ProtocolName
+    right: ProtocolName
+    pairs: tuple[tuple[str, str], ...]
+    # `pairs` indexed once, each way, so that translating costs a lookup, not a scan of the
+    # table (an agreement translates every upstream feature). Derived, so not compared.
+    _from_left: Mapping[str, str] = field(repr=False, compare=False)
+    _from_right: Mapping[str, str] = field(repr=False, compare=False)
+
+    def __init__(
+        self,
+        left: ProtocolName | str,
+        right: ProtocolName | str,
+        pairs: Mapping[str, str] | Iterable[tuple[str, str]],
+    ) -> None:
+        left_name, right_name = ProtocolName(left), ProtocolName(right)
+        if left_name is right_name:
+            raise ValueError(f"a feature mapping joins two different protocols, got {left_name} twice")
+        items = pairs.items() if isinstance(pairs, Mapping) else pairs
+        try:
+            if isinstance(items, str | bytes):
+                raise TypeError
+            table = tuple(sorted((a, b) for a, b in items))
+        except (TypeError, ValueError):
+            raise TypeError("pairs must be a mapping or (left, right) pairs of feature names") from None
+        for side, names in ((left_name, [a for a, _ in table]), (right_name, [b for _, b in table])):
+            name_set(f"{side} feature names", names)
+            if len(set(names)) != len(names):
+                raise ValueError(f"each {side} feature may be paired once; the table repeats one")
+        object.__setattr__(self, "left", left_name)
+        object.__setattr__(self, "right", right_name)
+        object.__setattr__(self, "pairs", table)
+        object.__setattr__(self, "_from_left", dict(table))
+        object.__setattr__(self, "_from_right", {b: a for a, b in table})
+
+    def translate(self, feature: str, *, source: ProtocolName | str) -> str | None:
+        """The counterpart of `feature` (named in `source`'s vocabulary), or None."""
+        origin = ProtocolName(source)
+        if origin is self.left:
+            return self._from_left.get(feature)
+        if origin is self.right:
+            return self._from_right.get(feature)
+        raise ValueError(f"this mapping joins {self.left} and {self.right}, not {origin}")
+
+
+A2A_MCP: Final[FeatureMapping] = FeatureMapping(
+    ProtocolName.A2A,
+    ProtocolName.MCP,
+    {
+        "skills": "tools",
+        "streaming": "progress.message",
+        "tasks": "tasks",
+        "tasks.cancel": "tasks.cancel",
+        "tasks.list": "tasks.list",
+        "inputRequired": "elicitation",
+    },
+)
+"""A2A 1.0 ↔ MCP (any revision that has the MCP side); each pairing is explained above."""
+
+
+def _translator(
+    downstream: ProtocolName, upstream: ProtocolName, mapping: FeatureMapping | None
+) -> Callable[[str], str | None]:
+    if downstream is upstream:
+        if mapping is not None:
+            raise ValueError(f"both legs speak {downstream}; a feature mapping is for cross-protocol bridges")
+        return lambda feature: feature
+    if mapping is None and {downstream, upstream} == {A2A_MCP.left, A2A_MCP.right}:
+        mapping = A2A_MCP
+    if mapping is None:
+        raise ValueError(f"no default feature mapping between {upstream} and {downstream}; pass mapping=")
+    if {mapping.left, mapping.right} != {downstream, upstream}:
+        raise ValueError(
+            f"the mapping joins {mapping.left} and {mapping.right}, but the legs speak {downstream} "
+            f"and {upstream}"
+        )
+    table = mapping
+    return lambda feature: table.translate(feature, source=upstream)
+
+
+def _qualified(protocol: ProtocolName, feature: str, taken: set[str]) -> str:
+    """`feature` prefixed by its protocol (`a2a:b`) as often as it takes to name no other record.
+
+    Feature names may themselves contain `a2a:`, so a single prefix can collide with a
+    downstream feature, a translated one, or another upstream name; a record sharing a
+    name with another would hide one of the two drops.
+    """
+    name = f"{protocol.value}:{feature}"
+    while name in taken:
+        name = f"{protocol.value}:{name}"
+    return name
+
+
+def agree(downstream: Leg, upstream: Leg, mapping: FeatureMapping | None = None) -> Agreement:
+    """Reconcile two legs: serve what both provide, withhold the rest with its reason.
+
+    Upstream features are first translated into the downstream's vocabulary (legs of one
+    protocol need no mapping; A2A ↔ MCP uses `A2A_MCP` unless `mapping` is given). Then:
+    a withheld feature only the downstream offers is refused by the upstream, one only the
+    upstream offers is refused by the downstream, and a name both offer without being
+    matched is refused by both. Every feature either leg offered is then served or has
+    exactly one record of its own, and the cost is linear in the number of features.
+    """
+    translate = _translator(downstream.protocol, upstream.protocol, mapping)
+    from_upstream: set[str] = set()
+    unmatched: set[str] = set()
+    for feature in upstream.features:
+        counterpart = translate(feature)
+        if counterpart is None:
+            unmatched.add(feature)
+        else:
+            from_upstream.add(counterpart)
+    served = downstream.features & from_upstream
+    withheld = [
+        Withheld(feature, RefusedBy.BOTH if feature in unmatched else RefusedBy.UPSTREAM)
+        for feature in downstream.features - served
+    ]
+    withheld += [Withheld(feature, RefusedBy.DOWNSTREAM) for feature in from_upstream - downstream.features]
+    # An untranslatable upstream feature keeps its own name when no record or served
+    # feature has it; otherwise (a translated feature already goes by it) it is qualified
+    # by its protocol. Plain names are settled first, so that the upstream's own `a2a:b`
+    # keeps its name and a qualified `b` moves on to `a2a:a2a:b`; sorting makes the
+    # names the same on every run.
+    taken = {*downstream.features, *from_upstream}
+    plain = unmatched - taken
+    taken |= plain
+    withheld += [Withheld(feature, RefusedBy.DOWNSTREAM) for feature in plain]
+    for feature in sorted(unmatched & from_upstream):
+        name = _qualified(upstream.protocol, feature, taken)
+        taken.add(name)
+        withheld.append(Withheld(name, RefusedBy.DOWNSTREAM))
+    return Agreement(downstream, upstream, frozenset(served), tuple(sorted(withheld)))
+
+
+# --- What an MCP proxy advertises downstream ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    feature: str
+    path: tuple[str, ...]
+    row: FeatureRow
+
+
+def _always(name: str, source: str) -> FeatureRow:
+    return FeatureRow(name, "server", revisions.KNOWN[0], None, source)
+
+
+_TASKS_2025: Final[str] = "ServerCapabilities.tasks exists in mcp_types._v2025_11_25 only"
+
+_PLACEMENTS: Final[tuple[_Placement, ...]] = (
+    _Placement("tools", ("tools",), _always("tools", "ServerCapabilities.tools in every revision")),
+    _Placement(
+        "tools.listChanged",
+        ("tools", "listChanged"),
+        _always("tools.listChanged", "Tools.listChanged in every revision"),
+    ),
+    _Placement(
+        "resources", ("resources",), _always("resources", "ServerCapabilities.resources in every revision")
+    ),
+    _Placement("resources.subscribe", ("resources", "subscribe"), revisions.FEATURES["resources.subscribe"]),
+    _Placement(
+        "resources.listChanged",
+        ("resources", "listChanged"),
+        _always("resources.listChanged", "Resources.listChanged in every revision"),
+    ),
+    _Placement("prompts", ("prompts",), _always("prompts", "ServerCapabilities.prompts in every revision")),
+    _Placement(
+        "prompts.listChanged",
+        ("prompts", "listChanged"),
+        _always("prompts.listChanged", "Prompts.listChanged in every revision"),
+    ),
+    _Placement("logging", ("logging",), revisions.FEATURES["logging"]),
+    _Placement("completions", ("completions",), revisions.FEATURES["completions"]),
+    # tools/call is the only request a 2025-11-25 server can run as a task, so `tasks`
+    # means exactly that; from 2026-07-28 tasks are an extension with its own settings.
+    _Placement(
+        "tasks",
+        ("tasks", "requests", "tools", "call"),
+        FeatureRow("tasks", "server", "2025-11-25", "2025-11-25", _TASKS_2025),
+    ),
+    _Placement(
+        "tasks.list",
+        ("tasks", "list"),
+        FeatureRow("tasks.list", "server", "2025-11-25", "2025-11-25", _TASKS_2025),
+    ),
+    _Placement(
+        "tasks.cancel",
+        ("tasks", "cancel"),
+        FeatureRow("tasks.cancel", "server", "2025-11-25", "2025-11-25", _TASKS_2025),
+    ),
+    _Placement(
+        "tasks",
+        ("extensions", "io.modelcontextprotocol/tasks"),
+        FeatureRow(
+            "tasks", "server", "2026-07-28", None, "ServerCapabilities.extensions in mcp_types._v2026_07_28"
+        ),
+    ),
+)
+
+MCP_SERVER_FEATURES: Final[frozenset[str]] = frozenset(p.feature for p in _PLACEMENTS)
+"""The MCP server feature names `advertised_capabilities` understands."""
+
+_FLAGS: Final[frozenset[str]] = frozenset({"listChanged", "subscribe"})
+
+
+def advertised_capabilities(agreement: Agreement) -> dict[str, dict[str, Any]]:
+    """The MCP `ServerCapabilities` a proxy should send downstream for this agreement.
+
+    Only served features appear, and only where the downstream revision can say them: a
+    sub-feature needs its top-level feature served too, `resources.subscribe` ends with
+    2025-11-25, `completions` starts with 2025-03-26, and `tasks` is the `tasks` object
+    in 2025-11-25 but the ``io.modelcontextprotocol/tasks`` extension from 2026-07-28
+    (whose settings are not ours to invent, so `tasks.list`/`tasks.cancel` are not
+    said there). Served names outside `MCP_SERVER_FEATURES` (`progress.message`, client
+    features) have no capability flag and are not mentioned.
+    """
+    leg = agreement.downstream
+    if leg.protocol is not ProtocolName.MCP:
+        raise ValueError(f"the downstream leg speaks {leg.protocol}; MCP capabilities need an MCP downstream")
+    if revisions.era(leg.version) == "unknown":
+        raise ValueError(f"the downstream leg's version {leg.version!r} is not a known MCP revision")
+    capabilities: dict[str, dict[str, Any]] = {}
+    for placement in _PLACEMENTS:
+        top = placement.feature.split(".", 1)[0]
+        if not (
+            placement.feature in agreement.served
+            and top in agreement.served
+            and placement.row.at(leg.version)
+        ):
+            continue
+        *parents, leaf = placement.path
+        node: dict[str, Any] = capabilities
+        for key in parents:
+            node = node.setdefault(key, {})
+        if leaf in _FLAGS:
+            node[leaf] = True
+        else:
+            node.setdefault(leaf, {})
+    return capabilities

@@ -1,0 +1,149 @@
+"""The `mcp-negotiation` command: probe a server's negotiation across every MCP revision."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .. import __version__
+from ..ucp import Profile, UcpError
+
+PRESETS: Final[Mapping[str, dict[str, Any]]] = {
+    "none": {},
+    "basic": {"roots": {"listChanged": True}, "sampling": {}},
+    "full": {
+        "roots": {"listChanged": True},
+        "sampling": {"tools": {}, "context": {}},
+        "elicitation": {"form": {}, "url": {}},
+    },
+}
+"""Client capability maps the probe can declare by name."""
+
+
+def _capabilities(value: str) -> dict[str, Any]:
+    if value in PRESETS:
+        return dict(PRESETS[value])
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(f"not a preset ({', '.join(PRESETS)}) nor JSON: {value!r}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError("--capabilities JSON must be an object")
+    return parsed
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not seconds > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds; got {value}")
+    return seconds
+
+
+def _platform_profile(path: str) -> Profile:
+    """Read before probing: a file that cannot be used is a bad option, not a failed probe."""
+    try:
+        return Profile.from_file(path)
+    except OSError as failure:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {failure.strerror or failure}") from None
+    except UcpError as failure:
+        raise argparse.ArgumentTypeError(f"{path}: {failure.code} ({failure.message})") from None
+
+
+def _is_url(token: str) -> bool:
+    return token.lower().startswith(("http://", "https://"))
+
+
+PROBE_EPILOG: Final = """\
+examples:
+  mcp-negotiation probe                                  the bundled example server, over stdio
+  mcp-negotiation probe http://127.0.0.1:8000/mcp        a streamable HTTP server (give http://)
+  mcp-negotiation probe -- python server.py --flag       a stdio server: the command after --
+  mcp-negotiation probe --capabilities full --json -- python server.py
+  mcp-negotiation probe --capabilities '{"elicitation": {}}' http://127.0.0.1:8000/mcp
+
+exit status:
+  0        every revision was served (agreed or counter-offered), and UCP agreed if asked
+  1        some revision was refused or timed out, or the UCP negotiation failed
+  2        could not probe: bad options, command not found, crash, not MCP, unreachable
+  128+N    stopped by signal N
+
+The output says what was probed, then a row per revision, what each revision loses
+against the best one served, and a legend; --json carries all of it. See docs/probe.md.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="mcp-negotiation",
+        description=__doc__,
+        epilog="`mcp-negotiation probe --help` shows examples and exit statuses.",
+    )
+    parser.add_argument("--version", action="version", version=f"mcp-negotiation {__version__}")
+    commands = parser.add_subparsers(dest="command")
+    probe = commands.add_parser(
+        "probe",
+        help="connect once per revision and print what the server agreed",
+        description="Connect once per MCP revision with the chosen client capabilities,\n"
+        "and print what the server answered at each.",
+        epilog=PROBE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    probe.add_argument(
+        "target",
+        nargs=argparse.REMAINDER,
+        help="a URL (streamable HTTP) or a server command (stdio); default: the bundled example",
+    )
+    probe.add_argument(
+        "--capabilities",
+        type=_capabilities,
+        default="basic",
+        help="client capabilities: a preset (none, basic, full) or a JSON object",
+    )
+    probe.add_argument(
+        "--ucp-profile",
+        metavar="FILE",
+        type=_platform_profile,
+        help="negotiate UCP against this platform profile (JSON)",
+    )
+    probe.add_argument("--json", action="store_true", help="machine-readable output")
+    probe.add_argument("--timeout", type=_seconds, default=20.0, help="seconds per revision (default 20)")
+    args = parser.parse_args(argv)
+    if args.command != "probe":
+        parser.print_help(sys.stderr)
+        return 2
+    target: list[str] = list(args.target)
+    if target[:1] == ["--"]:  # the separator only: a `--` inside the server's command is its own
+        target = target[1:]
+    elif target and _is_url(target[0]) and len(target) > 1:
+        # Options after a URL (`probe URL --json`): nothing else may follow a URL.
+        args.target = []
+        probe.parse_args(target[1:], namespace=args)
+        if args.target:
+            probe.error(f"a URL takes no command arguments: {' '.join(args.target)}")
+        target = target[:1]
+    from ..adapters.compat import MCP_MAJOR
+
+    if MCP_MAJOR < 2:
+        print("mcp-negotiation: the probe needs mcp 2.x (its client speaks every revision)", file=sys.stderr)
+        return 2
+    from .probe import run
+
+    chosen: str | list[str] | None
+    if not target:
+        chosen = None
+    elif len(target) == 1 and _is_url(target[0]):
+        chosen = target[0]
+    else:
+        chosen = target
+    caps = args.capabilities if isinstance(args.capabilities, dict) else _capabilities(args.capabilities)
+    return run(chosen, caps, timeout=args.timeout, as_json=args.json, ucp_profile=args.ucp_profile)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
