@@ -1,4 +1,4 @@
-"""The bounded caches behind every per-request lookup: size limits and identity semantics."""
+"""The bounded caches behind every per-request lookup: size limits, and what stays in memory."""
 
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_negotiation import Policy
 from mcp_negotiation.core import frozen_json
-from mcp_negotiation.core.bounded import MAX_CACHE_BYTES, MAX_ENTRY_BYTES, BoundedCache, IdentityCache
+from mcp_negotiation.core.bounded import MAX_CACHE_BYTES, MAX_ENTRY_BYTES, BoundedCache
+from mcp_negotiation.core.engine import Engine
+from mcp_negotiation.core.facts import PlainFacts
 from mcp_negotiation.core.frozen_json import footprint
 from mcp_negotiation.core.negotiation import (
     CLIENT_CAPABILITIES_KEY,
     MAX_STRING_LENGTH,
     PROTOCOL_VERSION_KEY,
-    Negotiator,
 )
 from mcp_negotiation.otel import spans as telemetry
 from mcp_negotiation.ucp import StaticResolver, UcpError, UcpPolicy
-from mcp_negotiation.ucp.binding import UcpNegotiator
 from support.harness import direct_connection, legacy_session, open_streams, serve_http
 from ucp_shop import CHECKOUT
 from ucp_shop import build as build_shop
@@ -94,73 +94,50 @@ class Thing:
     __hash__ = object.__hash__
 
 
-def test_identity_cache_hits_only_the_same_objects() -> None:
-    cache: IdentityCache[str] = IdentityCache(8)
-    a, b = Thing(), Thing()
-    cache.put("a", a)
-    cache.put("a with b", a, b)
-    assert cache.get(a) == "a"
-    assert cache.get(b) is None  # equal, but not the same object
-    assert cache.get(a, b) == "a with b"
-    assert cache.get(b, a) is None
-
-
-def test_identity_cache_keeps_its_objects_alive_so_ids_are_not_reused() -> None:
-    cache: IdentityCache[int] = IdentityCache(2)
-    cache.put(1, Thing())
-    gc.collect()
-    fresh = [Thing() for _ in range(1_000)]  # would reuse a freed id, were it freed
-    assert all(cache.get(thing) is None for thing in fresh)
-    for value, thing in enumerate(fresh[:5]):
-        cache.put(value, thing)
-    assert len(cache) == 2
-    assert cache.get(fresh[4]) == 4
-    assert cache.get(fresh[0]) is None
-
-
-def _ucp() -> UcpNegotiator:
-    return UcpNegotiator(
-        UcpPolicy(
-            business_profile=ROOT / "examples" / "ucp" / "business_profile.json",
-            resolver=StaticResolver({PLATFORM: PLATFORM_PROFILE, OTHER: PLATFORM_PROFILE}),
+def _ucp_engine() -> Engine:
+    return Engine(
+        Policy(
+            ucp=UcpPolicy(
+                business_profile=ROOT / "examples" / "ucp" / "business_profile.json",
+                resolver=StaticResolver({PLATFORM: PLATFORM_PROFILE, OTHER: PLATFORM_PROFILE}),
+            )
         )
     )
 
 
-def test_ucp_scope_answers_the_same_record_for_the_same_record_and_agreement() -> None:
-    ucp = _ucp()
-    negotiator = Negotiator(Policy())
-    envelope = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    record = negotiator.request(envelope)
+def _ucp_call(url: str, i: int = 0, entries: int = 1) -> PlainFacts:
+    params = {"name": "checkout", "arguments": {"meta": {"ucp-agent": {"profile": url}}}}
+    return PlainFacts("tools/call", {**params, "_meta": _envelope(i, entries)}, "2026-07-28")
 
-    async def scopes() -> list[object]:
-        return [
-            await ucp.scope(record, PLATFORM),
-            await ucp.scope(record, PLATFORM),
-            await ucp.scope(record, OTHER),
-        ]
 
-    first, again, other = anyio.run(scopes)
+def test_a_ucp_call_repeated_is_served_the_same_scoped_negotiation() -> None:
+    engine = _ucp_engine()
+    first, again, other = (engine.decide(_ucp_call(url)).known for url in (PLATFORM, PLATFORM, OTHER))
+    assert first is not None
+    assert other is not None
     assert first is again  # telemetry recognises the repeat by identity
-    assert first.ucp is not None
-    assert first.ucp.capabilities == {"dev.ucp.shopping.checkout": V}
+    assert first.record.ucp is not None
+    assert first.record.ucp.capabilities == {"dev.ucp.shopping.checkout": V}
     assert other is not first  # another platform is another agreement
-    assert record.ucp is None  # the unscoped record is untouched
+    assert first.source is not None
+    assert first.source.record.ucp is None  # the unscoped negotiation is untouched
 
 
-def test_ucp_scope_raises_the_resolvers_error() -> None:
-    ucp = _ucp()
-    record = Negotiator(Policy()).request(
-        {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-    )
-    with pytest.raises(UcpError):
-        anyio.run(ucp.scope, record, "https://unknown.example/profile.json")
+def test_a_profile_the_resolver_cannot_answer_is_refused_as_ucp_says() -> None:
+    engine = _ucp_engine()
+    asked = engine.decide(_ucp_call("https://unknown.example/profile.json"))
+    assert asked.need is not None
+
+    async def fetch() -> object:
+        try:
+            return await asked.need.resolver.resolve(asked.need.url)  # type: ignore[union-attr]
+        except UcpError as failure:
+            return failure
+
+    fetched = {asked.need.url: anyio.run(fetch)}
+    refused = engine.decide(_ucp_call("https://unknown.example/profile.json"), fetched)
+    assert refused.refusal is not None
+    assert refused.refusal.code == -32001
 
 
 # -- bounded in bytes: entries too big to keep, and caches full of entries that fit --------------------
@@ -182,9 +159,6 @@ def test_an_entry_over_the_entry_limit_is_kept_nowhere() -> None:
     assert not cache.put("big", 2, MAX_ENTRY_BYTES + 1)
     assert not cache.put("small", 3, MAX_ENTRY_BYTES + 1)  # nor does it leave the old value behind
     assert (dict(cache), cache.bytes) == ({}, 0)
-    identities: IdentityCache[str] = IdentityCache(8)
-    assert not identities.put("big", Thing(), size=MAX_ENTRY_BYTES + 1)
-    assert len(identities) == 0
 
 
 def test_footprint_weighs_strings_exactly_and_stops_past_its_cap() -> None:
@@ -316,16 +290,16 @@ async def test_multi_megabyte_envelopes_and_sessions_are_kept_nowhere_over_http(
 @pytest.mark.anyio
 @pytest.mark.usefixtures("traced_memory")
 async def test_caches_stay_within_their_bytes_whatever_the_number_of_envelopes_that_fit() -> None:
-    """Envelopes small enough to be cached (~24 kB), many more than the byte bounds hold: the
-    negotiator's cache, the telemetry link map and the agreement map stop growing."""
-    negotiator = Negotiator(Policy())
-    ucp = _ucp()
-    policy = Policy()
+    """Envelopes small enough to be memoised (~24 kB), many more than the byte bounds hold: the
+    engine's memo (each negotiation with its trace and its UCP scope) stops growing."""
+    engine = _ucp_engine()
 
     async def negotiate(i: int) -> None:
-        record = await ucp.scope(negotiator.request(_envelope(i, entries=6)), PLATFORM)
-        telemetry.record_negotiation("tools/call", record, policy, 0.0)
+        facts = _ucp_call(PLATFORM, i, entries=6)
+        outcome = engine.decide(facts)
+        assert outcome.known is not None
+        telemetry.record_outcome(facts, outcome, engine.policy, 0.0)
 
     after_n, after_3n = await _retained(negotiate, 400)
-    assert negotiator.cache.bytes <= MAX_CACHE_BYTES
+    assert engine.memo.bytes <= MAX_CACHE_BYTES
     assert after_3n - after_n < 1_000_000  # 800 more envelopes of 24 kB, past the bounds: nothing more kept

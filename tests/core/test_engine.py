@@ -1,7 +1,8 @@
 """The per-message engine with plain values: no SDK, no transport, every decision it makes.
 
-Both SDK adapters apply these decisions; the end-to-end suites prove they do. Here each
-rule is pinned where it is made, so a change to one shows up as a failing decision.
+Both SDK adapters apply these outcomes through one kernel; the end-to-end suites prove they
+do. Here each rule is pinned where it is made, so a change to one shows up as a failing
+outcome.
 """
 
 from __future__ import annotations
@@ -11,13 +12,20 @@ from typing import Any
 import pytest
 
 from mcp_negotiation import Policy
+from mcp_negotiation.core import engine as engine_module
 from mcp_negotiation.core.bounded import MAX_ENTRY_BYTES
-from mcp_negotiation.core.engine import Engine, Inbound
+from mcp_negotiation.core.engine import Engine
 from mcp_negotiation.core.errors import Refusal
+from mcp_negotiation.core.facts import PlainFacts
 from mcp_negotiation.core.negotiation import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
-from mcp_negotiation.ucp import StaticResolver, UcpPolicy
+from mcp_negotiation.core.outcome import Known, Need
+from mcp_negotiation.ucp import UCP_EXTENSION_ID, Profile, StaticResolver, UcpPolicy
 
 MODERN = "2026-07-28"
+UCP_V = "2026-04-08"
+CHECKOUT = "dev.ucp.shopping.checkout"
+SHOP = {"ucp": {"version": UCP_V, "capabilities": {CHECKOUT: [{"version": UCP_V}]}}}
+PLATFORM = "https://platform.example/profile.json"
 
 
 def envelope(caps: Any = None, version: str = MODERN) -> dict[str, Any]:
@@ -28,10 +36,8 @@ def envelope(caps: Any = None, version: str = MODERN) -> dict[str, Any]:
     }
 
 
-def message(method: str, params: Any = None, revision: str = MODERN, **facts: Any) -> Inbound:
-    return Inbound(
-        method=method, params=params or {}, revision=revision, transport="memory", headers={}, **facts
-    )
+def message(method: str, params: Any = None, revision: str | None = MODERN, **facts: Any) -> PlainFacts:
+    return PlainFacts(method=method, params=params or {}, revision=revision, transport="memory", **facts)
 
 
 def handshake(engine: Engine, caps: Any = None, version: str = "2025-06-18", held: Any = None) -> Any:
@@ -45,41 +51,70 @@ def handshake(engine: Engine, caps: Any = None, version: str = "2025-06-18", hel
 
 def test_a_modern_request_is_served_from_its_own_envelope_and_traced() -> None:
     engine = Engine(Policy())
-    decision = engine.decide(message("tools/list", {"_meta": envelope({"sampling": {}})}))
-    assert decision.action == "serve"
-    assert decision.record is not None
-    assert decision.record.supports("sampling")
-    assert decision.trace
-    assert decision.judged
-    assert decision.repeat is decision.record  # a repeat of it may publish the same record
+    outcome = engine.decide(message("tools/list", {"_meta": envelope({"sampling": {}})}))
+    assert outcome.action == "serve"
+    assert outcome.known is not None
+    assert outcome.known.record.supports("sampling")
+    assert outcome.trace == "negotiated"
+    assert outcome.judged
+    assert outcome.listing
+
+
+def test_a_repeated_envelope_is_the_same_known_and_anything_else_another() -> None:
+    engine = Engine(Policy())
+    first = engine.decide(message("tools/call", {"_meta": envelope({"x": True})})).known
+    assert engine.decide(message("tools/list", {"_meta": envelope({"x": True})})).known is first
+    one = engine.decide(message("tools/call", {"_meta": envelope({"x": 1})})).known
+    assert one is not first  # true is not 1
+    stdio = PlainFacts("tools/call", {"_meta": envelope({"x": True})}, MODERN, transport="stdio")
+    assert engine.decide(stdio).known is not first  # where it came from counts
+    with_header = PlainFacts(
+        "tools/call", {"_meta": envelope({"x": True})}, MODERN, transport="memory",
+        headers={"mcp-protocol-version": MODERN},
+    )  # fmt: skip
+    assert engine.decide(with_header).known is not first  # and the headers a record keeps
+    assert len(engine.memo) == 4
+
+
+def test_an_envelope_too_big_to_keep_is_negotiated_each_time() -> None:
+    engine = Engine(Policy())
+    big = {"experimental": {f"k{i}": {"v": "x" * 100} for i in range(700)}}
+    assert len(repr(big)) > MAX_ENTRY_BYTES
+    first = engine.decide(message("tools/call", {"_meta": envelope(big)})).known
+    second = engine.decide(message("tools/call", {"_meta": envelope(big)})).known
+    assert first is not None
+    assert second is not None
+    assert first is not second
+    assert first.record == second.record
+    assert len(engine.memo) == 0
 
 
 def test_a_modern_request_without_its_envelope_is_refused_and_traced() -> None:
-    decision = Engine(Policy()).decide(message("tools/list", {}))
-    assert decision.action == "refuse"
-    assert decision.refusal is not None
-    assert decision.refusal.code == -32602
-    assert decision.trace
-    assert decision.hold is None
+    outcome = Engine(Policy()).decide(message("tools/list", {}))
+    assert outcome.action == "refuse"
+    assert outcome.refusal is not None
+    assert outcome.refusal.code == -32602
+    assert outcome.trace == "refused"
+    assert outcome.hold is None
 
 
 def test_a_modern_initialize_passes_to_the_sdk_unjudged() -> None:
-    decision = Engine(Policy()).decide(message("initialize", {}))
-    assert decision.action == "pass"
-    assert not decision.judged
+    outcome = Engine(Policy()).decide(message("initialize", {}))
+    assert outcome.action == "pass"
+    assert not outcome.judged
 
 
-def test_a_legacy_handshake_is_served_and_kept_after_the_sdk_answers() -> None:
+def test_a_legacy_handshake_is_steered_held_and_traced() -> None:
     engine = Engine(Policy(min_revision="2025-06-18"))
-    decision = handshake(engine, {"sampling": {}}, version="2024-11-05")
-    assert decision.action == "serve"
-    assert decision.handshake
-    assert not decision.trace
-    record = decision.record
-    assert record is not None
-    assert record.protocol_version == "2025-11-25"  # the counter-offer the SDK must answer
-    held = engine.handshaken(record, {}, record.protocol_version)
-    assert held.record is record
+    outcome = handshake(engine, {"sampling": {}}, version="2024-11-05")
+    assert outcome.action == "serve"
+    known = outcome.known
+    assert known is not None
+    assert known.record.protocol_version == "2025-11-25"  # the counter-offer the SDK must answer
+    assert outcome.steer == "2025-11-25"
+    assert outcome.hold is known
+    assert outcome.trace == "negotiated"
+    assert outcome.advertise is None  # no stage advertises anything
 
 
 def test_a_refused_handshake_is_held_so_later_requests_are_refused_too() -> None:
@@ -97,33 +132,42 @@ def test_a_refused_handshake_is_held_so_later_requests_are_refused_too() -> None
 def test_a_refused_reinitialize_leaves_the_accepted_handshake_in_force() -> None:
     engine = Engine(Policy(required_capabilities=("sampling",)))
     accepted = handshake(engine, {"sampling": {}})
-    assert accepted.record is not None
-    again = handshake(engine, {}, held=accepted.record)
+    assert accepted.known is not None
+    again = handshake(engine, {}, held=accepted.known)
     assert again.action == "refuse"
     assert again.hold is None  # the connection keeps its accepted record
-    later = engine.decide(message("tools/list", revision="2025-06-18", held=accepted.record))
+    later = engine.decide(message("tools/list", revision="2025-06-18", held=accepted.known))
     assert later.action == "serve"
-    assert later.record is accepted.record
+    assert later.known is accepted.known
+    assert later.trace is None  # a session's record is traced once, at its handshake
 
 
 def test_a_legacy_request_without_a_session_is_served_with_capabilities_unknown() -> None:
-    decision = Engine(Policy()).decide(message("tools/list", revision="2025-06-18"))
-    assert decision.action == "serve"
-    assert decision.record is not None
-    assert not decision.record.capabilities_known
-    assert decision.trace  # each such request is a connection of its own
+    engine = Engine(Policy())
+    outcome = engine.decide(message("tools/list", revision="2025-06-18"))
+    assert outcome.action == "serve"
+    assert outcome.known is not None
+    assert not outcome.known.record.capabilities_known
+    assert outcome.trace == "negotiated"  # each such request is a connection of its own
+    assert engine.decide(message("tools/list", revision="2025-06-18")).known is outcome.known
+
+
+def test_a_message_the_sdk_names_no_revision_for_is_served_at_the_specifications_default() -> None:
+    outcome = Engine(Policy()).decide(message("tools/list", revision=None))
+    assert outcome.known is not None
+    assert outcome.known.record.protocol_version == "2025-03-26"
 
 
 def test_a_notification_sees_its_session_record_and_is_never_refused() -> None:
     engine = Engine(Policy())
-    record = handshake(engine).record
-    decision = engine.decide(
-        message("notifications/initialized", revision="2025-06-18", held=record, notification=True)
+    known = handshake(engine).known
+    outcome = engine.decide(
+        message("notifications/initialized", revision="2025-06-18", held=known, notification=True)
     )
-    assert decision.action == "serve"
-    assert decision.record is record
-    assert not decision.trace
-    assert not decision.judged
+    assert outcome.action == "serve"
+    assert outcome.known is known
+    assert outcome.trace is None
+    assert not outcome.judged
     refusal = Refusal(-32021, "no")
     held_refusal = engine.decide(
         message("notifications/initialized", revision="2025-06-18", held=refusal, notification=True)
@@ -132,69 +176,24 @@ def test_a_notification_sees_its_session_record_and_is_never_refused() -> None:
 
 
 def test_the_sdks_own_listing_for_a_refused_call_is_answered_empty_untraced() -> None:
-    decision = Engine(Policy()).decide(message("tools/list", {}, on_behalf=True))
-    assert decision.action == "empty"
-    assert not decision.trace
-    assert not decision.judged
-
-
-def test_the_repeat_shape_is_exact_and_only_for_modern_envelopes() -> None:
-    def shape(params: Any, revision: str = MODERN, pipe: Any = False) -> Any:
-        return Engine(Policy()).memo.find("tools/list", params, revision, pipe)[0]
-
-    same = shape({"_meta": envelope({"x": True})})
-    assert same == shape({"_meta": envelope({"x": True})})
-    assert same != shape({"_meta": envelope({"x": 1})})  # true is not 1
-    assert same != shape({"_meta": envelope({"x": True})}, pipe=True)  # stdio counts
-    http = ((b"mcp-protocol-version", MODERN.encode()),)
-    assert shape({"_meta": envelope({"x": True})}, pipe=http) not in (same, None)  # and HTTP headers
-    assert shape({"_meta": envelope({"x": True})}, pipe=None) is None  # decided in full every time
-    assert shape({}) is None
-    assert shape({"_meta": {PROTOCOL_VERSION_KEY: []}}) is None  # unhashable, and no revision
-    assert shape({"_meta": {"traceparent": "x"}}, "2025-06-18") is None
-
-
-def test_only_traced_outcomes_and_small_shapes_are_remembered() -> None:
-    engine = Engine(Policy())
-    decision = engine.decide(message("tools/list", {"_meta": envelope()}))
-    key, repeat = engine.memo.find("tools/list", {"_meta": envelope()}, MODERN, False)
-    assert key is not None
-    assert repeat is None
-    engine.remember(key, decision, None)  # nothing traced it: a repeat must trace it in full
-    assert engine.memo.find("tools/list", {"_meta": envelope()}, MODERN, False)[1] is None
-    engine.remember(key, decision, "handle")
-    repeat = engine.memo.find("tools/list", {"_meta": envelope()}, MODERN, False)[1]
-    assert repeat is not None
-    assert repeat.published[0] is decision.record
-    assert repeat.traced == "handle"
-    huge = (*key[:4], b"x" * (MAX_ENTRY_BYTES + 1))
-    engine.remember(huge, decision, "handle")
-    huge_headers = (*key[:3], ((b"mcp-protocol-version", b"x" * MAX_ENTRY_BYTES),), key[4])
-    engine.remember(huge_headers, decision, "handle")  # headers weigh too
-    assert len(engine.memo) == 1
+    outcome = Engine(Policy()).decide(message("tools/list", {}, on_behalf=True))
+    assert outcome.action == "empty"
+    assert outcome.trace is None
+    assert not outcome.judged
 
 
 def test_a_session_record_is_published_as_held_until_the_day_or_policy_changes() -> None:
     engine = Engine(Policy())
-    record = handshake(engine).record
-    assert engine.held_entry(record, "tools/list") == (record, engine.negotiator)
-    assert engine.held_entry(Refusal(-32021, "no"), "tools/list") is None
-    assert engine.held_entry(record, "initialize") is None  # a handshake again is decided as one
-    other = Engine(Policy(withhold=("sampling",)))
-    assert other.held_entry(record, "tools/list") is None  # made under another policy: decide
-
-
-def test_a_session_record_for_a_ucp_call_is_handed_back_alone_for_its_agreement_to_be_found() -> None:
-    version = "2026-04-08"
-    checkout = {"dev.ucp.shopping.checkout": [{"version": version}]}
-    shop = {"ucp": {"version": version, "capabilities": checkout}}
-    engine = Engine(Policy(ucp=UcpPolicy(business_profile=shop, resolver=StaticResolver({}))))
-    record = handshake(engine).record
-    assert engine.held_entry(record, "tools/call") is record
-    assert engine.held_entry(record, "tools/list") == (record, engine.negotiator)
-    plain = Engine(Policy())
-    held = handshake(plain).record
-    assert plain.held_entry(held, "tools/call") == (held, plain.negotiator)  # no UCP: nothing to find
+    known = handshake(engine).known
+    served = engine.decide(message("tools/list", revision="2025-06-18", held=known))
+    assert served.known is known
+    assert served.hold is None
+    other = Engine(Policy(withhold=("sampling",)))  # the policy applied again
+    refreshed = other.decide(message("tools/list", revision="2025-06-18", held=known))
+    assert refreshed.known is not known
+    assert refreshed.hold is refreshed.known  # the connection holds the new one from now on
+    assert refreshed.known is not None
+    assert "sampling" in refreshed.known.record.withheld
 
 
 @pytest.mark.parametrize("method", ["server/discover", "ping"])
@@ -202,3 +201,88 @@ def test_discovery_and_ping_need_no_required_capability(method: str) -> None:
     engine = Engine(Policy(required_capabilities=("sampling",)))
     assert engine.decide(message(method, {"_meta": envelope()})).action == "serve"
     assert engine.decide(message("tools/list", {"_meta": envelope()})).action == "refuse"
+
+
+def test_a_bug_of_ours_passes_the_message_through_judged_as_it_would_be(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken:
+        method = "tools/list"
+        revision = MODERN
+        notification = False
+        on_behalf = False
+
+        @property
+        def params(self) -> Any:
+            raise RuntimeError("a bug")
+
+    outcome = Engine(Policy()).decide(Broken())  # type: ignore[arg-type]
+    assert outcome.action == "pass"
+    assert outcome.judged
+    assert "negotiation failed unexpectedly" in caplog.text
+
+
+# --- stages: UCP, the first of them -----------------------------------------------------------
+
+
+def _ucp_engine(resolver: Any) -> Engine:
+    return Engine(Policy(ucp=UcpPolicy(business_profile=SHOP, resolver=resolver)))
+
+
+def _ucp_call(**facts: Any) -> PlainFacts:
+    params = {"name": "checkout", "arguments": {"meta": {"ucp-agent": {"profile": PLATFORM}}}}
+    return message("tools/call", params, revision="2025-11-25", **facts)
+
+
+def test_a_stage_advertises_in_each_eras_answer() -> None:
+    engine = _ucp_engine(StaticResolver({}))
+    legacy = handshake(engine).advertise
+    assert legacy is not None
+    assert set(legacy) == {"experimental"}
+    assert UCP_EXTENSION_ID in legacy["experimental"]
+    modern = engine.decide(message("server/discover", {"_meta": envelope()})).advertise
+    assert modern is not None
+    assert set(modern) == {"extensions"}
+
+
+def test_a_profile_the_resolver_must_fetch_is_a_need_met_by_the_caller() -> None:
+    class Fetching:
+        async def resolve(self, url: str) -> Profile:  # never awaited here: the caller's job
+            raise AssertionError
+
+    engine = _ucp_engine(Fetching())
+    known = handshake(engine).known
+    asked = engine.decide(_ucp_call(held=known))
+    assert asked.need == Need(PLATFORM, engine.policy.ucp.fetcher)
+    assert asked.action == "pass"
+    platform = Profile.from_json(SHOP)
+    answered = engine.decide(_ucp_call(held=known), {PLATFORM: platform})
+    assert answered.action == "serve"
+    assert answered.known is not None
+    assert answered.known.record.ucp is not None
+    assert answered.known.source is known  # derived from the session's negotiation
+    assert answered.trace == "negotiated"  # a record scoped per call is traced per call
+    failed = engine.decide(_ucp_call(held=known), {PLATFORM: OSError("down")})
+    assert failed.action == "refuse"
+    assert failed.refusal is not None
+    assert failed.refusal.code == -32001
+
+
+def test_a_scoped_call_is_kept_on_its_negotiation_while_the_profile_stands() -> None:
+    engine = _ucp_engine(StaticResolver({PLATFORM: SHOP}))
+    known = handshake(engine).known
+    assert isinstance(known, Known)
+    first = engine.decide(_ucp_call(held=known)).known
+    second = engine.decide(_ucp_call(held=known)).known
+    assert first is second
+    assert first is not None
+    assert len(known.derived) == 1
+    other = handshake(engine).known  # another session: its own scoped record
+    assert engine.decide(_ucp_call(held=other)).known is not first
+
+
+def test_memo_size_bounds_the_memo() -> None:
+    engine = Engine(Policy())
+    for i in range(engine_module.MEMO_SIZE + 20):
+        engine.decide(message("tools/call", {"_meta": envelope({"experimental": {f"c{i}": {}}})}))
+    assert len(engine.memo) == engine_module.MEMO_SIZE

@@ -19,7 +19,9 @@ from mcp_types import jsonrpc
 
 from mcp_negotiation.core import errors, negotiation, revisions
 from mcp_negotiation.core.bounded import MAX_ENTRY_BYTES
+from mcp_negotiation.core.engine import MEMO_SIZE, Engine
 from mcp_negotiation.core.errors import NegotiationRefused, Refusal
+from mcp_negotiation.core.facts import PlainFacts
 from mcp_negotiation.core.negotiation import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
@@ -34,6 +36,7 @@ from mcp_negotiation.core.negotiation import (
     required_capabilities_object,
     supports,
 )
+from mcp_negotiation.core.outcome import Known
 from mcp_negotiation.core.revisions import LEGACY
 from support.harness import FakeClock
 
@@ -458,10 +461,10 @@ def test_request_checks_the_version_before_the_revision_gate() -> None:
     assert refusal_of(lambda: Negotiator(Policy()).request(envelope(None))).code == -32602
 
 
-def test_identical_envelopes_return_the_same_record() -> None:
-    ng = Negotiator(Policy())
-    first = ng.request(envelope(caps={"sampling": {"tools": {}}}))
-    second = ng.request(envelope(caps={"sampling": {"tools": {}}}))  # equal, not the same dict
+def test_identical_envelopes_are_served_the_same_negotiation() -> None:
+    engine = Engine(Policy())
+    first = _served(engine, envelope(caps={"sampling": {"tools": {}}}))
+    second = _served(engine, envelope(caps={"sampling": {"tools": {}}}))  # equal, not the same dict
     assert second is first
 
 
@@ -475,13 +478,13 @@ def test_identical_envelopes_return_the_same_record() -> None:
     ],
 )
 def test_different_envelopes_do_not_cross(other: dict[str, Any]) -> None:
-    ng = Negotiator(Policy())
-    mine = ng.request(envelope(caps={"sampling": {"tools": {}}}))
-    theirs = ng.request(envelope(**{"caps": {"sampling": {"tools": {}}}, **other}))
+    engine = Engine(Policy())
+    mine = _served(engine, envelope(caps={"sampling": {"tools": {}}}))
+    theirs = _served(engine, envelope(**{"caps": {"sampling": {"tools": {}}}, **other}))
     assert theirs is not mine
-    assert mine.supports("sampling.tools")
-    assert dict(mine.client_info or {}) == INFO
-    assert ng.request(envelope(caps={"sampling": {"tools": {}}})) is mine
+    assert mine.record.supports("sampling.tools")
+    assert dict(mine.record.client_info or {}) == INFO
+    assert _served(engine, envelope(caps={"sampling": {"tools": {}}})) is mine
 
 
 def test_cache_separates_transports_and_headers() -> None:
@@ -502,53 +505,64 @@ def test_cache_does_not_confuse_true_with_one() -> None:
     assert not as_one.supports("experimental.x")
 
 
-def test_refusals_are_not_cached() -> None:
-    ng = Negotiator(Policy())
+def _served(engine: Engine, meta: Any, transport: Any = "memory", headers: Any = None) -> Known:
+    """The `Known` the engine serves a modern request carrying `meta` with (memoised by content)."""
+    facts = PlainFacts("tools/call", {"_meta": meta}, MODERN, transport=transport, headers=headers or {})
+    known = engine.decide(facts).known
+    assert known is not None
+    return known
+
+
+def test_refusals_are_not_memoised() -> None:
+    engine = Engine(Policy())
     for _ in range(3):
-        assert refusal_of(lambda: ng.request(envelope("zzz"))).code == -32022
+        outcome = engine.decide(PlainFacts("tools/call", {"_meta": envelope("zzz")}, MODERN))
+        assert outcome.refusal is not None
+        assert outcome.refusal.code == -32022
+    assert len(engine.memo) == 0
 
 
-def test_cache_is_bounded() -> None:
-    ng = Negotiator(Policy())
-    first = ng.request(envelope(caps={"experimental": {"n": 0}}))
-    for i in range(1, negotiation.CACHE_SIZE + 1):
-        ng.request(envelope(caps={"experimental": {"n": i}}))
-    assert len(ng.cache) == negotiation.CACHE_SIZE
-    again = ng.request(envelope(caps={"experimental": {"n": 0}}))
+def test_the_memo_is_bounded() -> None:
+    engine = Engine(Policy())
+    first = _served(engine, envelope(caps={"experimental": {"n": 0}}))
+    for i in range(1, MEMO_SIZE + 1):
+        _served(engine, envelope(caps={"experimental": {"n": i}}))
+    assert len(engine.memo) == MEMO_SIZE
+    again = _served(engine, envelope(caps={"experimental": {"n": 0}}))
     assert again is not first
-    assert again == first
+    assert again.record == first.record
 
 
-def test_large_envelopes_are_negotiated_but_not_cached() -> None:
+def test_large_envelopes_are_negotiated_but_not_memoised() -> None:
     caps = {f"k{i}": "v" * MAX_STRING_LENGTH for i in range(20)}  # ~80 kB of text
-    ng = Negotiator(Policy())
-    first = ng.request(envelope(caps=caps))
-    second = ng.request(envelope(caps=caps))
-    assert first == second
+    engine = Engine(Policy())
+    first = _served(engine, envelope(caps=caps))
+    second = _served(engine, envelope(caps=caps))
+    assert first.record == second.record
     assert first is not second
-    assert not ng.cache
+    assert not engine.memo
 
 
-def test_the_cache_tells_apart_what_json_tells_apart() -> None:
-    ng = Negotiator(Policy())
-    records = [
-        ng.request(envelope(caps={"experimental": {"x": value}}))
+def test_the_memo_tells_apart_what_json_tells_apart() -> None:
+    engine = Engine(Policy())
+    known = [
+        _served(engine, envelope(caps={"experimental": {"x": value}}))
         for value in (1, True, 1.0, "1", [1], None, {"1": 1})
     ]
-    assert len({id(r) for r in records}) == len(records)
-    values = [negotiation.thaw(r.client_capabilities)["experimental"]["x"] for r in records]
+    assert len({id(k) for k in known}) == len(known)
+    values = [negotiation.thaw(k.record.client_capabilities)["experimental"]["x"] for k in known]
     assert values == [1, True, 1.0, "1", [1], None, {"1": 1}]
     assert [type(v) for v in values] == [int, bool, float, str, list, type(None), dict]
-    assert ng.request(envelope(caps={"experimental": {"x": True}})) is records[1]
+    assert _served(engine, envelope(caps={"experimental": {"x": True}})) is known[1]
 
 
-def test_mappings_that_are_not_dicts_are_negotiated_but_not_cached() -> None:
+def test_mappings_that_are_not_dicts_are_negotiated_but_not_memoised() -> None:
     caps = MappingProxyType({"sampling": MappingProxyType({})})
-    ng = Negotiator(Policy())
-    first = ng.request(envelope(caps=caps))
-    assert first.supports("sampling")
-    assert ng.request(envelope(caps=caps)) is not first
-    assert not ng.cache
+    engine = Engine(Policy())
+    first = _served(engine, envelope(caps=caps))
+    assert first.record.supports("sampling")
+    assert _served(engine, envelope(caps=caps)) is not first
+    assert not engine.memo
 
 
 def test_request_required_capabilities_apply_to_cached_records() -> None:
@@ -605,25 +619,33 @@ def test_a_missing_capability_says_why_when_the_client_may_have_declared_it() ->
     assert refusal.message == "Missing required client capability: roots"
 
 
-def test_without_session_repeats_are_the_same_record() -> None:
-    ng = Negotiator(Policy())
+def test_requests_without_a_session_repeated_are_the_same_negotiation() -> None:
+    engine = Engine(Policy())
     agent = {"ucp-agent": 'profile="https://p.example/a.json"'}
-    first = ng.without_session("2025-06-18", transport="http", headers=agent)
-    assert ng.without_session("2025-06-18", transport="http", headers=dict(agent)) is first
-    assert ng.without_session("2025-11-25", transport="http", headers=agent) is not first
-    other = ng.without_session("2025-06-18", transport="http", headers={"ucp-agent": 'profile="b"'})
+
+    def served(revision: str, headers: Any) -> Known:
+        known = engine.decide(PlainFacts("tools/list", {}, revision, transport="http", headers=headers)).known
+        assert known is not None
+        return known
+
+    first = served("2025-06-18", agent)
+    assert served("2025-06-18", dict(agent)) is first
+    assert served("2025-11-25", agent) is not first
+    other = served("2025-06-18", {"ucp-agent": 'profile="b"'})
     assert other is not first
-    assert other.headers == {"ucp-agent": 'profile="b"'}
+    assert other.record.headers == {"ucp-agent": 'profile="b"'}
 
 
-def test_records_made_with_huge_headers_are_not_cached() -> None:
+def test_negotiations_made_with_huge_headers_are_not_memoised() -> None:
     huge = {"ucp-agent": "x" * MAX_ENTRY_BYTES}
-    ng = Negotiator(Policy())
-    first = ng.without_session("2025-06-18", transport="http", headers=huge)
-    assert ng.without_session("2025-06-18", transport="http", headers=huge) is not first
-    modern = ng.request(envelope(), transport="http", headers=huge)
-    assert ng.request(envelope(), transport="http", headers=huge) is not modern
-    assert not ng.cache
+    engine = Engine(Policy())
+    first = engine.decide(PlainFacts("tools/list", {}, "2025-06-18", transport="http", headers=huge)).known
+    again = engine.decide(PlainFacts("tools/list", {}, "2025-06-18", transport="http", headers=huge)).known
+    assert first is not None
+    assert again is not first
+    modern = _served(engine, envelope(), transport="http", headers=huge)
+    assert _served(engine, envelope(), transport="http", headers=huge) is not modern
+    assert not engine.memo
 
 
 @pytest.mark.parametrize("revision", ["zzz", "2025-03-26", "2025-11-25"])
@@ -646,8 +668,12 @@ def test_without_session_refuses_a_revision_the_policy_does_not_accept(revision:
         negotiator.without_session(revision, transport="stdio"),
     ):
         assert (anything.protocol_version, anything.outcome) == ("2025-06-18", "counter_offered")
-    # The ping's record is cached, and must not let the next request at that revision through.
-    assert refusal_of(lambda: negotiator.without_session(revision, transport="http")).code == -32022
+    # The ping's record, memoised, must not let the next request at that revision through.
+    engine = Engine(Policy(min_revision="2025-06-18", max_revision="2025-06-18"))
+    assert engine.decide(PlainFacts("ping", {}, revision, transport="http")).action == "serve"
+    refused = engine.decide(PlainFacts("tools/list", {}, revision, transport="http")).refusal
+    assert refused is not None
+    assert refused.code == -32022
 
 
 def test_a_ping_without_a_session_under_a_modern_only_policy_is_not_labelled_legacy() -> None:
@@ -816,18 +842,19 @@ def test_withholding_extensions_withholds_every_extension() -> None:
 
 def test_unpinned_clock_closes_the_window_on_a_running_negotiator() -> None:
     clock = FakeClock(date(2027, 7, 27))
-    ng = Negotiator(Policy(clock=clock))
-    before = ng.request(envelope(caps={"sampling": {}}))
-    assert before.supports("sampling")
+    engine = Engine(Policy(clock=clock))
+    ng = engine.negotiator
+    before = _served(engine, envelope(caps={"sampling": {}}))
+    assert before.record.supports("sampling")
     assert ng.initialize(init(caps={"sampling": {}})).supports("sampling")
     clock.day = date(2027, 7, 28)
     clock.seconds += negotiation.DATE_RECHECK_SECONDS - 1
     # Within the minute the clock is not read again: the window is still open.
-    assert ng.request(envelope(caps={"sampling": {}})) is before
+    assert _served(engine, envelope(caps={"sampling": {}})) is before
     clock.seconds += 1
-    after = ng.request(envelope(caps={"sampling": {}}))
+    after = _served(engine, envelope(caps={"sampling": {}}))
     assert after is not before
-    assert not after.supports("sampling")
+    assert not after.record.supports("sampling")
     assert not ng.initialize(init(caps={"sampling": {}})).supports("sampling")
     assert ng.withdrawn == revisions.DEPRECATED_FEATURES
 

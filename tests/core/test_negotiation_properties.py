@@ -13,7 +13,9 @@ from hypothesis import assume, given, reject, settings
 from hypothesis import strategies as st
 
 from mcp_negotiation.core import revisions
+from mcp_negotiation.core.engine import Engine
 from mcp_negotiation.core.errors import NegotiationRefused, Refusal
+from mcp_negotiation.core.facts import PlainFacts
 from mcp_negotiation.core.negotiation import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
@@ -24,6 +26,7 @@ from mcp_negotiation.core.negotiation import (
     required_capabilities_object,
     supports,
 )
+from mcp_negotiation.core.outcome import Known
 from mcp_negotiation.core.revisions import FEATURES, KNOWN, LEGACY
 
 REFUSAL_CODES = {-32602, -32021, -32022}
@@ -310,25 +313,28 @@ def test_request_on_arbitrary_json(policy: Policy, meta: Any) -> None:
     assert n.protocol_version == requested
     assert n.protocol_version in policy.accepted()
     assert thaw(n.client_capabilities) == thaw(meta[CLIENT_CAPABILITIES_KEY])
-    assert negotiator.request(meta) is n  # cached by content
+    engine = Engine(policy)
+    served = engine.decide(PlainFacts("tools/call", {"_meta": meta}, "2026-07-28")).known
+    assert served is not None
+    assert served.record == n
+    assert engine.decide(PlainFacts("tools/call", {"_meta": meta}, "2026-07-28")).known is served
 
 
 @given(first=capability_maps, second=capability_maps)
-def test_cached_records_never_cross_clients(first: dict[str, Any], second: dict[str, Any]) -> None:
-    negotiator = Negotiator(Policy())
+def test_memoised_negotiations_never_cross_clients(first: dict[str, Any], second: dict[str, Any]) -> None:
+    engine = Engine(Policy())
 
-    def ask(caps: dict[str, Any]) -> Negotiation | Refusal:
-        return attempt(
-            lambda: negotiator.request({PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: caps})
-        )
+    def ask(caps: dict[str, Any]) -> Known | None:
+        meta = {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: caps}
+        return engine.decide(PlainFacts("tools/call", {"_meta": meta}, "2026-07-28")).known
 
     a, b, a_again = ask(first), ask(second), ask(first)
-    assume(isinstance(a, Negotiation) and isinstance(b, Negotiation))
-    assert isinstance(a, Negotiation)
-    assert isinstance(b, Negotiation)
+    assume(a is not None and b is not None)
+    assert a is not None
+    assert b is not None
     assert a_again is a
-    assert thaw(a.client_capabilities) == thaw(first)
-    assert thaw(b.client_capabilities) == thaw(second)
+    assert thaw(a.record.client_capabilities) == thaw(first)
+    assert thaw(b.record.client_capabilities) == thaw(second)
     if repr(first) != repr(second):
         assert b is not a
 

@@ -38,6 +38,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from mcp_negotiation import Policy, negotiate
 from mcp_negotiation.core.negotiation import Negotiator
+from mcp_negotiation.core.outcome import Known
 from mcp_negotiation.otel import seam as otel_seam
 from mcp_negotiation.otel import spans as telemetry
 from mcp_negotiation.otel.spans import MAX_LIST, SPAN_NAME, span_attributes
@@ -416,13 +417,19 @@ def test_a_span_that_adds_links_its_own_way_gets_the_public_call() -> None:
     assert added == [context, context]
 
 
+def _known(meta: Any) -> Known:
+    """A modern envelope's negotiation, as the engine would make it (not memoised)."""
+    negotiator = Negotiator(Policy())
+    return Known(negotiator.request(meta), negotiator)
+
+
 @pytest.mark.parametrize("read", ["direct", "public API"])
 def test_a_repeat_first_seen_untraced_is_traced_once_something_records(
     spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, read: str
 ) -> None:
     if read == "public API":
         monkeypatch.setattr(telemetry, "SPAN_SOURCE", None)
-    record = Negotiator(Policy()).request(
+    record = _known(
         {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {},
@@ -477,14 +484,15 @@ def test_repeats_counted_from_many_threads_are_all_counted_once(reader: InMemory
     """The tallies behind `mcp.negotiation.count`: exact without a lock, and reading them is not counting."""
     import threading
 
-    record = Negotiator(Policy()).request(
+    record = _known(
         {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {"x-threads": {}},
         }
     )
     before = _points(reader, "mcp.negotiation.count")
-    traced = telemetry.record_negotiation("tools/list", record, Policy(), 0.0)
+    telemetry.record_negotiation("tools/list", record, Policy(), 0.0)
+    traced = record.traced
     assert traced is not None
 
     def repeat() -> None:
@@ -837,16 +845,15 @@ def test_ucp_lists_are_bounded() -> None:
 
 
 def test_ucp_attributes_reach_span_and_event(spans: InMemorySpanExporter) -> None:
-    record = replace(
-        Negotiator(Policy()).request(
-            {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-            transport="http",
-        ),
-        ucp=_real_ucp_agreement(),
+    negotiator = Negotiator(Policy())
+    made = negotiator.request(
+        {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+        transport="http",
     )
+    record = Known(replace(made, ucp=_real_ucp_agreement()), negotiator)
     tracer = trace.get_tracer("tests")
     server_attributes = {"mcp.method.name": "tools/call"}
     with tracer.start_as_current_span(
@@ -889,18 +896,18 @@ def test_only_the_sdk_initialize_span_is_corrected(spans: InMemorySpanExporter) 
     negotiator = Negotiator(Policy())
     tracer = trace.get_tracer("tests")
     with tracer.start_as_current_span("user work", attributes={"mcp.protocol.version": "mine"}):
-        record = negotiator.initialize(initialize_params("2025-06-18", {}))
+        record = Known(negotiator.initialize(initialize_params("2025-06-18", {})), negotiator)
         telemetry.record_negotiation("initialize", record, Policy(), 0.0)
     client_attributes = {"mcp.method.name": "initialize", "mcp.protocol.version": "2025-11-25"}
     with tracer.start_as_current_span(
         "MCP send initialize", kind=SpanKind.CLIENT, attributes=client_attributes
     ):
-        record = negotiator.initialize(initialize_params("2025-06-18", {}))
+        record = Known(negotiator.initialize(initialize_params("2025-06-18", {})), negotiator)
         telemetry.record_negotiation("initialize", record, Policy(), 0.0)
     with tracer.start_as_current_span(
         "initialize", kind=SpanKind.SERVER, attributes={"mcp.method.name": "initialize"}
     ):
-        record = negotiator.initialize(initialize_params("2025-06-18", {}))
+        record = Known(negotiator.initialize(initialize_params("2025-06-18", {})), negotiator)
         telemetry.record_negotiation("initialize", record, Policy(), 0.0)
     finished = spans.get_finished_spans()
     (user,) = named(finished, "user work")

@@ -1,6 +1,6 @@
-"""What the engine decides, seen from a test whose server runs in its process: both SDK
-majors' suites use it (it imports no SDK), to show which messages are served without a
-decision."""
+"""What the engine negotiates afresh, seen from a test whose server runs in its process: both
+SDK majors' suites use it (it imports no SDK), to show which messages are served from what
+was negotiated before (a memoised envelope, a session's handshake)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,30 @@ from typing import Any
 import pytest
 
 from mcp_negotiation.core.engine import Engine
+from mcp_negotiation.core.outcome import Known
 
 
 def decisions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The methods of the messages every `Engine` decides from now on, in order."""
+    """The methods of the messages every `Engine` negotiates afresh from now on, in order: a
+    message for which it makes a new negotiation from what the client sent (a `Known` not
+    derived by a stage from another), or a refusal. A repeat served from the memo, or from
+    what its connection holds, is none."""
     decided: list[str] = []
-    decide = Engine.decide
+    made: list[Known] = []
+    decide, made_known = Engine.decide, Known.__init__
 
-    def counted(self: Engine, message: Any, base: Any = None) -> Any:
-        decided.append(message.method)
-        return decide(self, message, base)
+    def counted_known(self: Known, *args: Any, **kwargs: Any) -> None:
+        made_known(self, *args, **kwargs)
+        if self.source is None:
+            made.append(self)
 
+    def counted(self: Engine, facts: Any, fetched: Any = None) -> Any:
+        before = len(made)
+        outcome = decide(self, facts) if fetched is None else decide(self, facts, fetched)
+        if len(made) > before or outcome.refusal is not None:
+            decided.append(facts.method)
+        return outcome
+
+    monkeypatch.setattr(Known, "__init__", counted_known)
     monkeypatch.setattr(Engine, "decide", counted)
     return decided

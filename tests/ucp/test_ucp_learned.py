@@ -1,11 +1,11 @@
-"""A UCP call's repeat published already narrowed: what the middleware learns per tool.
+"""A UCP call narrowed to its tool's operation: each copy made once, kept on the scoped call.
 
-The first call of a `@requires_ucp` tool under a memoised UCP outcome narrows the agreement
-in the decorator; the middleware learns that entry for the tool's name and publishes it on
-every repeat, so the decorator has nothing left to do. These tests pin that each tool still
-sees its own operation (and an undecorated tool the whole agreement), in any order, that a
-name re-registered for another operation is narrowed for the new one, and that what is
-learned is bounded. Real SDK clients in memory, both eras.
+The first call of a `@requires_ucp` tool narrows the call's agreement to the tool's
+operation; the copy is kept on the scoped call's negotiation, so a repeat finds it with one
+lookup. These tests pin that each tool still sees its own operation (and an undecorated
+tool the whole agreement), in any order, that a name re-registered for another operation
+is narrowed for the new one, and that narrowing again starts from what was narrowed. Real
+SDK clients in memory, both eras.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
 from mcp_negotiation.adapters.mcp2.middleware import NegotiationMiddleware
 from mcp_negotiation.adapters.mcp2.seams import middleware_list
-from mcp_negotiation.core import engine
-from mcp_negotiation.core.negotiation import NO_HEADERS
+from mcp_negotiation.core.engine import Engine
+from mcp_negotiation.core.facts import PlainFacts
 from mcp_negotiation.ucp import StaticResolver, UcpPolicy
+from mcp_negotiation.ucp.stage import for_operation
 from support.harness import envelope, structured
 from ucp_shop import BUSINESS_PROFILE, CHECKOUT
 
@@ -91,10 +92,10 @@ async def test_each_tool_sees_its_own_operation_on_every_repeat(mode: str) -> No
             for tool in order:
                 expected = {"checkout": FOR_CHECKOUT, "cart": FOR_CART, "whole": ALL}[tool]
                 assert await _sees_via(client, tool) == expected, (order, tool)
-    learned = [repeat.by_tool for repeat in _middleware(server).engine.ucp_memo.values()]
-    # The decorated tools were learned (one memoised outcome per client); the undecorated one never is.
-    assert learned
-    assert all(set(by_tool) == {"checkout", "cart"} for by_tool in learned)
+    if mode != "legacy":  # the client's envelope is memoised: its scoped call keeps one copy per operation
+        (known,) = _middleware(server).engine.memo.values()
+        (scope,) = [kept[2] for kept in known.derived.values()]
+        assert sorted(kept.tag[1] for kept in scope.derived.values()) == [CART, CHECKOUT]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -115,17 +116,17 @@ async def test_a_name_registered_again_for_another_operation_is_narrowed_for_it(
         assert await _sees_via(client, "whole") == ALL
 
 
-async def test_what_a_memoised_outcome_learns_is_bounded_in_names_and_length() -> None:
-    resolver = StaticResolver({URL: _document(CHECKOUT)})
-    eng = engine.Engine(Policy(ucp=UcpPolicy(business_profile=BUSINESS_PROFILE, resolver=resolver)))
+async def test_a_narrowed_copy_is_made_once_per_operation_and_narrowed_from_its_source() -> None:
+    resolver = StaticResolver({URL: _document(CHECKOUT, CART, DISCOUNT, FULFILLMENT)})
+    eng = Engine(Policy(ucp=UcpPolicy(business_profile=BUSINESS_PROFILE, resolver=resolver)))
     meta = {**envelope(), "io.modelcontextprotocol/clientInfo": {"name": "learned", "version": "1"}}
-    record = eng.negotiator.request(meta, transport="memory", headers=NO_HEADERS, check_required=True)
-    repeat = await eng.scoped_repeat(record, {"arguments": ARGS})
-    assert repeat is not None
-    # Kept weighing what it may learn, as well as its URL and record.
-    assert eng.ucp_memo.bytes >= engine.LEARNED_BYTES
-    repeat.learn("x" * (engine.MAX_TOOL_NAME + 1), repeat.published)
-    assert repeat.by_tool == {}
-    for index in range(engine.LEARNED_TOOLS + 5):
-        repeat.learn(f"tool{index}", repeat.published)
-    assert len(repeat.by_tool) == engine.LEARNED_TOOLS
+    params = {"name": "checkout", "arguments": ARGS, "_meta": meta}
+    scoped = eng.decide(PlainFacts("tools/call", params, "2026-07-28")).known
+    assert scoped is not None
+    checkout = for_operation(scoped, CHECKOUT)
+    assert for_operation(scoped, CHECKOUT) is checkout
+    assert for_operation(checkout, CHECKOUT) is checkout  # already narrowed for it
+    cart = for_operation(checkout, CART)  # for another operation: narrowed from what it came from
+    assert cart.source is scoped
+    assert sorted(cart.record.ucp.capabilities) == FOR_CART
+    assert sorted(checkout.record.ucp.capabilities) == FOR_CHECKOUT

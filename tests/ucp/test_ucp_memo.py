@@ -1,8 +1,8 @@
-"""The memo of scoped UCP calls: a repeat reuses the whole scoped result, never a stale one.
+"""Scoped UCP calls kept on their negotiation: a repeat reuses the whole scoped result, never a stale one.
 
-A repeated UCP call off HTTP is answered from the engine's memo per (negotiation record,
-profile URL) while the resolver, still asked on every call, answers with the very
-profile the memoised agreement was made with. These tests pin where that could go wrong:
+A repeated UCP call is served the record its negotiation's `Known` keeps scoped per profile
+URL while the resolver, still asked on every call, answers with the very profile the kept
+agreement was made with. These tests pin where that could go wrong:
 a profile that expires (fetched again from a real local HTTPS server, its TTL moved past
 by the resolver's clock), a profile that changes, two clients naming different
 platforms, a business profile the resolver fetched for an older version, and growth.
@@ -19,9 +19,11 @@ import pytest
 from mcp import Client
 
 from mcp_negotiation import Policy
-from mcp_negotiation.core import engine
+from mcp_negotiation.adapters.kernel import decided
 from mcp_negotiation.core.bounded import MAX_ENTRY_BYTES
-from mcp_negotiation.core.negotiation import NO_HEADERS
+from mcp_negotiation.core.engine import Engine
+from mcp_negotiation.core.facts import PlainFacts
+from mcp_negotiation.core.outcome import DERIVED_LIMIT, Known
 from mcp_negotiation.ucp import ALL_PORTS, HttpsProfileResolver, Profile, StaticResolver, UcpError, UcpPolicy
 from support.harness import structured
 from support.profile_server import ProfileServer, Route, Tls
@@ -153,19 +155,26 @@ def _old_business(*capabilities: str) -> Profile:
     return Profile.from_json(_document(*capabilities, version=OLD))
 
 
-def _engine(resolver: Any) -> engine.Engine:
-    return engine.Engine(Policy(ucp=UcpPolicy(business_profile=BUSINESS_PROFILE, resolver=resolver)))
+def _engine(resolver: Any) -> Engine:
+    return Engine(Policy(ucp=UcpPolicy(business_profile=BUSINESS_PROFILE, resolver=resolver)))
 
 
-def _record(eng: engine.Engine, tag: str = "x", padding: int = 0) -> Any:
-    meta = {
+def _meta(tag: str = "x", padding: int = 0) -> dict[str, Any]:
+    return {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {
             "experimental": {tag: {f"pad{i}": "p" * 4_000 for i in range(padding // 4_000)}}
         },
         "io.modelcontextprotocol/clientInfo": {"name": "memo", "version": "1"},
     }
-    return eng.negotiator.request(meta, transport="memory", headers=NO_HEADERS, check_required=True)
+
+
+async def _scoped(eng: Engine, url: str, meta: dict[str, Any] | None = None) -> Known:
+    """The negotiation a modern UCP call naming `url` is served with (its fetches met)."""
+    params = {"name": "negotiated", "arguments": _args(url), "_meta": meta or _meta()}
+    known = (await decided(eng, PlainFacts("tools/call", params, "2026-07-28"))).known
+    assert known is not None
+    return known
 
 
 async def test_a_business_profile_fetched_for_an_older_version_is_never_memoised() -> None:
@@ -177,55 +186,47 @@ async def test_a_business_profile_fetched_for_an_older_version_is_never_memoised
         }
     )
     eng = _engine(resolver)
-    assert eng.ucp is not None
-    assert eng.ucp.policy.business.older_profile_url(OLD) == OLD_URL
-    record = _record(eng)
-    first = await eng.scoped_repeat(record, {"arguments": _args(A)})
-    assert first is not None
-    assert GIFT_WRAP in first.published[0].ucp.capabilities
+    assert eng.policy.ucp.business.older_profile_url(OLD) == OLD_URL
+    first = await _scoped(eng, A)
+    assert GIFT_WRAP in first.record.ucp.capabilities
     resolver.profiles[OLD_URL] = _old_business(CHECKOUT)
-    again = await eng.scoped_repeat(record, {"arguments": _args(A)})
-    assert again is not None
-    assert GIFT_WRAP not in again.published[0].ucp.capabilities
-    assert len(eng.ucp_memo) == 0
+    again = await _scoped(eng, A)
+    assert GIFT_WRAP not in again.record.ucp.capabilities
+    assert first.source is again.source  # the same client's negotiation, memoised
+    assert again.source is not None
+    assert again.source.derived == {}  # but no scope of it kept
 
 
 async def test_a_repeat_is_the_memoised_outcome_while_the_profile_stands() -> None:
     resolver = _Counting({A: _platform(CHECKOUT, DISCOUNT)})
     eng = _engine(resolver)
-    record = _record(eng)
-    first = await eng.scoped_repeat(record, {"arguments": _args(A)})
-    assert first is not None
-    assert await eng.scoped_repeat(record, {"arguments": _args(A)}) is first
+    first = await _scoped(eng, A)
+    assert await _scoped(eng, A) is first
     resolver.profiles[A] = _platform(CHECKOUT)
-    changed = await eng.scoped_repeat(record, {"arguments": _args(A)})
-    assert changed is not None
+    changed = await _scoped(eng, A)
     assert changed is not first
-    assert set(changed.published[0].ucp.capabilities) == {CHECKOUT}
-    # Another record (another client's envelope) naming the same platform has its own entry.
-    other = await eng.scoped_repeat(_record(eng, "y"), {"arguments": _args(A)})
-    assert other is not None
-    assert other.published[0].client_capabilities == {"experimental": {"y": {}}}
+    assert set(changed.record.ucp.capabilities) == {CHECKOUT}
+    # Another record (another client's envelope) naming the same platform has its own.
+    other = await _scoped(eng, A, _meta("y"))
+    assert other.record.client_capabilities == {"experimental": {"y": {}}}
+    assert other.source is not first.source
     assert resolver.calls == 4
 
 
-async def test_the_memo_stays_bounded_in_entries_and_bytes() -> None:
-    urls = [f"https://p{i}.example/profile.json" for i in range(engine.MEMO_SIZE + 200)]
+async def test_the_scopes_kept_stay_bounded_in_entries_and_bytes() -> None:
+    urls = [f"https://p{i}.example/profile.json" for i in range(DERIVED_LIMIT + 20)]
     profile = _platform(CHECKOUT)
     eng = _engine(_Counting(dict.fromkeys(urls, profile)))
-    record = _record(eng)
-    for url in urls:
-        assert await eng.scoped_repeat(record, {"arguments": _args(url)}) is not None
-    memo = eng.ucp_memo
-    assert len(memo) == engine.MEMO_SIZE
-    assert memo.bytes <= memo.max_bytes
+    scoped = [await _scoped(eng, url) for url in urls]
+    base = scoped[0].source
+    assert base is not None
+    assert {id(known.source) for known in scoped} == {id(base)}
+    assert len(base.derived) == DERIVED_LIMIT  # the rest scoped every time
     # A record over the largest entry is scoped every time, and kept nowhere.
-    big = _record(eng, "big", padding=MAX_ENTRY_BYTES + 4_000)
-    before = dict(memo)
-    scoped = await eng.scoped_repeat(big, {"arguments": _args(urls[0])})
-    assert scoped is not None
-    assert scoped.published[0].client_capabilities == big.client_capabilities
-    assert dict(memo) == before
+    before = dict(eng.memo)
+    big = await _scoped(eng, urls[0], _meta("big", padding=MAX_ENTRY_BYTES + 4_000))
+    assert "big" in big.record.client_capabilities["experimental"]
+    assert dict(eng.memo) == before
 
 
 async def test_the_resolvers_tell_a_profile_without_io_only_while_resolve_would_answer_it(

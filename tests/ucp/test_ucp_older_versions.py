@@ -18,8 +18,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import Policy, negotiate, negotiation_of, requires_ucp
+from mcp_negotiation.adapters.kernel import decided
+from mcp_negotiation.core.engine import Engine
+from mcp_negotiation.core.facts import PlainFacts
+from mcp_negotiation.core.negotiation import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from mcp_negotiation.tools.probe import Row, render_ucp, ucp_outcome
-from mcp_negotiation.ucp import Profile, StaticResolver, UcpNegotiator, UcpPolicy, advertisement
+from mcp_negotiation.ucp import Profile, StaticResolver, UcpPolicy, advertisement
 from support.harness import EXAMPLES, structured
 from ucp_shop import BUSINESS_PROFILE, CHECKOUT, build
 
@@ -135,16 +139,18 @@ async def test_pinned_profiles_are_never_fetched_and_agreements_are_reused() -> 
             return await super().resolve(url)
 
     resolver = Counting({OLD_PLATFORM_URL: OLD_PLATFORM, OLD_URL: _wrong_version()})
-    negotiator = UcpNegotiator(
-        UcpPolicy(
-            business_profile=BUSINESS_PROFILE, resolver=resolver, supported_profiles={OLD: OLD_BUSINESS}
-        )
-    )
-    first = await negotiator.agree(OLD_PLATFORM_URL)
-    second = await negotiator.agree(OLD_PLATFORM_URL)
+    pinned = {OLD: OLD_BUSINESS}
+    ucp = UcpPolicy(business_profile=BUSINESS_PROFILE, resolver=resolver, supported_profiles=pinned)
+    engine = Engine(Policy(ucp=ucp))
+    meta = {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}
+    arguments = {"meta": {"ucp-agent": {"profile": OLD_PLATFORM_URL}}}
+    params = {"name": "checkout", "arguments": arguments, "_meta": meta}
+    facts = PlainFacts("tools/call", params, "2026-07-28")
+    first, second = [(await decided(engine, facts)).known for _ in "12"]
+    assert first is not None
     assert first is second
-    assert first.capabilities == {CHECKOUT: OLD, GIFT_WRAP: OLD}
-    assert asked == [OLD_PLATFORM_URL, OLD_PLATFORM_URL]
+    assert first.record.ucp.capabilities == {CHECKOUT: OLD, GIFT_WRAP: OLD}
+    assert OLD_URL not in asked  # the pinned profile is never fetched
 
 
 def test_a_pin_must_name_a_listed_version_and_declare_it() -> None:

@@ -20,16 +20,14 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
-from ..core.bounded import IdentityCache
 from ..core.client_log import report
-from ..core.engine import UcpRepeat
 from ..core.errors import NoNegotiation, Refusal
 from ..core.listings import REQUIRES_ATTRIBUTE
-from ..core.negotiation import Negotiation, Negotiator, capability_names, retained_size, supports
+from ..core.negotiation import Negotiation, capability_names, supports
+from ..core.outcome import Known
 from ..core.revisions import ClientFeature, FeatureName
-from ..ucp.binding import with_agreement
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
-from ..ucp.negotiate import UcpAgreement
+from ..ucp.stage import for_operation
 from .compat import raise_refusal, tool_result
 from .mcp2 import seams
 
@@ -41,76 +39,31 @@ __all__ = [
 ]
 
 
-current: ContextVar[tuple[Negotiation, Negotiator] | None] = ContextVar(
-    "mcp_negotiation.current", default=None
-)
-"""The request being served: its negotiation and the negotiator that made it. The adapter
-(the middleware, or the 1.x wrapper) sets it around the handler; the functions here read it.
-Set it only as they do (a token, reset after), e.g. to call `client_supports` outside a server."""
+current: ContextVar[Known | None] = ContextVar("mcp_negotiation.current", default=None)
+"""The request being served: its negotiation (`Known.record`) and what made it. The adapter
+(`kernel.published`) sets it around the handler; the functions here read it. Set it only as
+it does (a token, reset after), e.g. to call `client_supports` outside a server."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-Entry = tuple[Negotiation, Negotiator]
 
-
-class Narrowed(tuple[Negotiation, Negotiator]):
-    """An entry whose agreement `@requires_ucp` restricted to one operation, `root`.
-
-    It remembers the record it was narrowed from (`source`): a reader holding the request's
-    own entry (`_entry_of`) takes it as the narrower answer for that very request, and a
-    tool serving another operation narrows from `source` again.
-    """
-
-    source: Negotiation
-    root: str
-    stamp: bool
-    """Whether a dict result gets the `ucp` block (`UcpPolicy.stamp_results`), known here once."""
-
-    @classmethod
-    def of(cls, entry: Entry, agreement: UcpAgreement, root: str) -> Narrowed:
-        narrowed = cls((with_agreement(entry[0], agreement), entry[1]))
-        narrowed.source = entry[0]
-        narrowed.root = root
-        narrowed.stamp = entry[1].policy.ucp is not None and entry[1].policy.ucp.stamp_results
-        return narrowed
-
-
-class Learning(tuple[Negotiation, Negotiator]):
-    """What the middleware publishes for a repeated UCP call to a tool it has not yet seen
-    narrowed: should the tool's `@requires_ucp` narrow it, that is what the memoised outcome
-    publishes for this tool from then on (`UcpRepeat.learn`), and the decorator has nothing
-    left to do on a repeat."""
-
-    repeat: UcpRepeat
-    tool: str
-
-    @classmethod
-    def of(cls, repeat: UcpRepeat, tool: str) -> Learning:
-        learning = cls(repeat.published)
-        learning.repeat = repeat
-        learning.tool = tool
-        return learning
-
-
-def _entry_of(ctx: object) -> Entry | None:
-    """The entry of the request `ctx` belongs to: the one left on its request context.
+def _entry_of(ctx: object) -> Known | None:
+    """The negotiation of the request `ctx` belongs to: the one left on its request context.
 
     The ContextVar's may be another request's: a worker task started by an earlier request
     and handed this `ctx`, or a tool that calls a negotiated server (itself, or another) in
     process and handles its requests back (an elicitation or progress callback of a proxy)
     runs inside that server's request. Only when nothing was left on the context (a
     middleware after ours rebuilt it) does the ContextVar answer, and when the ContextVar
-    holds this very entry narrowed by `@requires_ucp`, which is the narrower answer.
+    holds one derived from this very one (narrowed by `@requires_ucp`), the narrower answer.
     """
     entry = current.get()
     bound = seams.entry_bound_to(ctx)
-    if bound is None or bound is entry:
+    if type(bound) is not Known or bound is entry:
         return entry
-    if type(entry) is Narrowed and entry[1] is bound[1]:
-        source = bound.source if type(bound) is Narrowed else bound[0]
-        if entry.source is source:
-            return entry
-    return cast("Entry", bound)
+    if entry is not None and entry.source is bound:
+        return entry
+    return bound
 
 
 def negotiation_of(ctx: object = None) -> Negotiation:
@@ -120,7 +73,7 @@ def negotiation_of(ctx: object = None) -> Negotiation:
     `NoNegotiation` (a `LookupError`): code that may also run outside one catches it.
     """
     entry = _entry_of(ctx) if ctx is not None else current.get()
-    record = entry[0] if entry is not None else None
+    record = entry.record if entry is not None else None
     if record is None:
         raise NoNegotiation(
             "no negotiation for this request: wrap the server with mcp_negotiation.negotiate() "
@@ -140,15 +93,14 @@ def client_supports(ctx: object, feature: FeatureName | str) -> bool:
         # Would answer False for every client, silently: the author's slip, raised at once.
         raise TypeError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
     entry = _entry_of(ctx)
-    return entry is not None and supports(entry[0], feature)
+    return entry is not None and supports(entry.record, feature)
 
 
 def _require(features: tuple[str, ...]) -> None:
     entry = current.get()
     if entry is None:
         raise_refusal(Refusal(-32603, "mcp_negotiation: no negotiation for this request"))
-    record, negotiator = entry
-    refusal = negotiator.missing_required(record, features)
+    refusal = entry.negotiator.missing_required(entry.record, features)
     if refusal is not None:
         raise_refusal(refusal)
 
@@ -160,16 +112,9 @@ class _Incompatible:
         self.result = result
 
 
-_NARROWED: IdentityCache[Narrowed] = IdentityCache(4_096)
-"""`_scoped_ucp`'s entries, by (record, negotiator, operation): a call the middleware did not
-publish narrowed (over HTTP, or the first of a tool under a memoised outcome) is one lookup."""
-
-
-def _scoped_ucp(entry: Entry | None, root: str) -> Narrowed | _Incompatible:
-    """`entry`'s record narrowed to one UCP operation, or the result refusing it."""
-    if entry is not None and (known := _NARROWED.get(entry[0], entry[1], root)) is not None:
-        return known
-    ucp_policy = entry[1].policy.ucp if entry is not None else None
+def _scoped_ucp(entry: Known | None, root: str) -> Known | _Incompatible:
+    """`entry` narrowed to one UCP operation (`ucp.stage.for_operation`), or the result refusing it."""
+    ucp_policy = entry.negotiator.policy.ucp if entry is not None else None
     if entry is not None and ucp_policy is None:
         # The server's mistake, not the platform's: it must not be told it sent no profile.
         report(
@@ -178,11 +123,10 @@ def _scoped_ucp(entry: Entry | None, root: str) -> Narrowed | _Incompatible:
             root,
         )
         raise_refusal(Refusal(-32603, "this server is not configured for UCP"))
-    agreement = entry[0].ucp if entry is not None else None
     try:
-        if entry is None or agreement is None:
+        if entry is None:
             raise UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
-        scoped = agreement.for_operation(root)
+        return for_operation(entry, root)
     except UcpError as failure:
         # Offered like every other UCP error, so each form carries the business's web fallback.
         offered = ucp_policy.offered(failure) if ucp_policy is not None else failure
@@ -190,9 +134,6 @@ def _scoped_ucp(entry: Entry | None, root: str) -> Narrowed | _Incompatible:
             structured = offered.to_tool_result()
             return _Incompatible(tool_result(structured, json.dumps(structured)))
         raise_refusal(offered.to_refusal())
-    narrowed = Narrowed.of(entry, scoped, root)
-    _NARROWED.put(narrowed, entry[0], entry[1], root, size=retained_size(entry[0]))
-    return narrowed
 
 
 def requires_ucp(root: str) -> Callable[[_F], _F]:
@@ -214,27 +155,19 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
         @functools.wraps(fn)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             entry = current.get()
-            if type(entry) is Narrowed and entry.root == root:  # a repeat, published narrowed
-                scoped = entry
+            scoped = _scoped_ucp(entry, root)
+            if isinstance(scoped, _Incompatible):
+                return scoped.result
+            token = current.set(scoped)
+            try:
                 result = await fn(*args, **kwargs)
-            else:
-                if type(entry) is Narrowed:  # for another operation: narrowed from its source
-                    entry = (entry.source, entry[1])
-                answer = _scoped_ucp(entry, root)
-                if isinstance(answer, _Incompatible):
-                    return answer.result
-                scoped = answer
-                if type(entry) is Learning:
-                    entry.repeat.learn(entry.tool, scoped)
-                token = current.set(scoped)
-                try:
-                    result = await fn(*args, **kwargs)
-                finally:
-                    current.reset(token)
-            if scoped.stamp and isinstance(result, dict) and "ucp" not in result:
-                ucp = scoped[0].ucp  # (a narrowed record's agreement: never None)
-                if ucp is not None:
-                    result = {**result, "ucp": ucp.to_ucp_block(root)}
+            finally:
+                current.reset(token)
+            ucp_policy = scoped.negotiator.policy.ucp
+            if ucp_policy is not None and ucp_policy.stamp_results and isinstance(result, dict):
+                agreement = scoped.record.ucp  # (a narrowed record's agreement: never None)
+                if "ucp" not in result and agreement is not None:
+                    result = {**result, "ucp": agreement.to_ucp_block(root)}
             return result
 
         return cast(_F, wrapper)
@@ -303,8 +236,6 @@ _watched: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _refuse_misplaced(server: Any, only: object = None) -> None:
-    from .mcp2 import seams
-
     for fn in seams.registered_functions(server):
         if fn is not None and (fn is only if only is not None else fn in _gated):
             name = getattr(fn, "__name__", repr(fn))

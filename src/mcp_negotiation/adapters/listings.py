@@ -1,10 +1,9 @@
 """Listings as each client should read them: requirements declared, and scoped on request.
 
-Both SDK adapters hand a listing's answer here (the mcp 2.x middleware through
-`listing_call`, the mcp 1.x shell through `v1_listing`); what an entry declares and which
-entries a client sees is decided in the core (`mcp_negotiation.core.listings`). A listing is
-rare next to calls, so the lookups it costs (the server's registered functions) are made
-per listing; every other method pays one membership test in the middleware.
+Both SDK adapters hand a listing's answer here when the engine's outcome says it is one
+(`Outcome.listing`); what an entry declares and which entries a client sees is decided in
+the core (`mcp_negotiation.core.listings`). A listing is rare next to calls, so the lookups
+it costs (the server's registered functions) are made per listing.
 """
 
 from __future__ import annotations
@@ -14,12 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.client_log import report
-from ..core.listings import LISTINGS, REQUIRES_ATTRIBUTE, catalogued
-from ..core.negotiation import Negotiation, Negotiator
-from .context import current
+from ..core.listings import REQUIRES_ATTRIBUTE, catalogued
+from ..core.outcome import Known
 from .mcp2 import seams
 
-__all__ = ["LISTINGS", "listed", "listing_call", "requirements"]
+__all__ = ["listed", "requirements"]
 
 _MAX_UNWRAP = 8
 
@@ -41,12 +39,12 @@ async def listed(
     method: str,
     result: Any,
     owner: Any,
-    entry: tuple[Negotiation, Negotiator] | None,
+    known: Known | None,
 ) -> Any:
     """`result`, `owner`'s listing for `method` (its wire form, or an SDK model), as the client
-    of `entry` reads it (see `catalog.catalogued`): the very object when nothing changed, else
-    one of the same kind. Never raises: on a failure of ours the listing goes out as the
-    server made it."""
+    of `known` reads it (see `core.listings.catalogued`): the very object when nothing
+    changed, else one of the same kind. Never raises: on a failure of ours the listing goes
+    out as the server made it."""
     if not isinstance(result, Mapping) and not hasattr(result, "model_dump"):
         return result  # no listing (a middleware's None): nothing to declare
     try:
@@ -57,7 +55,7 @@ async def listed(
         )
         server = seams.catalog_server(owner) if owner is not None else None
         functions = await seams.listed_functions(server, method) if server is not None else {}
-        scope = entry if entry is not None and entry[1].policy.hide_unusable else None
+        scope = known if known is not None and known.negotiator.policy.hide_unusable else None
         answered = catalogued(method, wire, lambda key: requirements(functions.get(key)), scope)
         if answered is wire:
             return result
@@ -65,13 +63,3 @@ async def listed(
     except Exception as error:
         report(logging.ERROR, "mcp_negotiation: could not declare requirements in a listing", exc=error)
         return result
-
-
-def listing_call(call_next: Any, owner: Any) -> Any:
-    """`call_next` for a listing (mcp 2.x): the answer it returns, read as the client of the
-    record published around it reads it."""
-
-    async def call(ctx: Any) -> Any:
-        return await listed(ctx.method, await call_next(ctx), owner, current.get())
-
-    return call

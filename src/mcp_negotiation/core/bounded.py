@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from typing import Final, Generic, TypeVar
+from typing import Final, TypeVar
 
-__all__ = ["MAX_CACHE_BYTES", "MAX_ENTRY_BYTES", "BoundedCache", "IdentityCache"]
+__all__ = ["MAX_CACHE_BYTES", "MAX_ENTRY_BYTES", "BoundedCache"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -65,28 +65,3 @@ class BoundedCache(dict[K, V]):
             self._sizes[key] = size
             self.bytes += size
             return True
-
-
-class IdentityCache(Generic[V]):
-    """Values remembered for particular objects (by identity, not equality).
-
-    Records hold read-only mappings and so cannot be hashed; their `id` can, but an id
-    is reused once its object is freed. Each entry therefore keeps its objects alive:
-    no two live objects share an id, so a hit is always about the very same objects.
-    The `size` given to `put` is what keeping those objects alive costs.
-    """
-
-    def __init__(self, limit: int, max_bytes: int = MAX_CACHE_BYTES) -> None:
-        self._entries: BoundedCache[tuple[int, ...], tuple[tuple[object, ...], V]] = BoundedCache(
-            limit, max_bytes
-        )
-
-    def get(self, *objects: object) -> V | None:
-        entry = self._entries.get(tuple(map(id, objects)))
-        return None if entry is None else entry[1]
-
-    def put(self, value: V, *objects: object, size: int = 0) -> bool:
-        return self._entries.put(tuple(map(id, objects)), (objects, value), size)
-
-    def __len__(self) -> int:
-        return len(self._entries)

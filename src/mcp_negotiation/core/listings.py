@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
-from .negotiation import Negotiation, Negotiator, capability_names, required_capabilities_object
+from .negotiation import capability_names, required_capabilities_object
+from .outcome import Known
 
 __all__ = [
     "LISTINGS",
@@ -94,10 +95,10 @@ def catalogued(
     method: str,
     result: Mapping[str, Any],
     requirements_of: Callable[[str], tuple[str, ...] | None],
-    scope: tuple[Negotiation, Negotiator] | None,
+    scope: Known | None,
 ) -> Mapping[str, Any]:
     """`result` (a listing's wire form) with each entry's requirements declared, and, with
-    `scope` (a record and its negotiator), without the entries that record cannot be served.
+    `scope` (a negotiation), without the entries its record cannot be served.
 
     `requirements_of(key)` names what the function behind an entry requires (`@requires`);
     an entry that already declares requirements in its `_meta` (a lowlevel server's, see
@@ -127,7 +128,7 @@ def catalogued(
             names = requirement_names(meta[REQUIRED_CAPABILITIES_META_KEY])
         if names and scope is not None:
             scoped = True
-            if scope[1].missing_required(scope[0], names) is not None:
+            if scope.negotiator.missing_required(scope.record, names) is not None:
                 changed = True
                 continue
         listed.append(entry)

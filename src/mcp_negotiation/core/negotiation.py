@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import difflib
 import logging
-import marshal
 import math
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import date
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from . import revisions
-from .bounded import MAX_ENTRY_BYTES, BoundedCache
+from .bounded import MAX_ENTRY_BYTES
 from .client_log import first_time
 from .errors import (
     INVALID_PARAMS,
@@ -29,17 +28,10 @@ from .errors import (
     NegotiationRefused,
     Refusal,
 )
-from .frozen_json import MARSHAL_VERSION, Budget, NotFreezable, footprint, freeze, is_object, thaw
+from .frozen_json import Budget, NotFreezable, footprint, freeze, is_object, thaw
 from .revisions import FEATURES, Era, FeatureName
 
-if TYPE_CHECKING:
-    # At run time UCP is imported by a `Policy` that has a `ucp`, and only then: its binding
-    # loads the profile resolver's HTTP client, which the core must not load.
-    from ..ucp.binding import UcpPolicy
-    from ..ucp.negotiate import UcpAgreement
-
 __all__ = [
-    "CACHE_SIZE",
     "CLIENT_CAPABILITIES_KEY",
     "CLIENT_INFO_KEY",
     "DATE_RECHECK_SECONDS",
@@ -75,8 +67,6 @@ MAX_STRING_LENGTH: Final = 4_096
 """Longer strings (keys or values) in a capability map or client info are refused."""
 MAX_REVISION_LENGTH: Final = 64
 """A protocol revision longer than this is not a revision; refused as malformed."""
-CACHE_SIZE: Final = 1_024
-"""Records a `Negotiator` keeps for repeated envelopes (`Negotiator.cache`)."""
 DATE_RECHECK_SECONDS: Final = 60.0
 """How often an unpinned clock is read again: `date.today()` costs a microsecond, too
 much for every request, and a deprecation closing a minute late harms no one."""
@@ -287,7 +277,8 @@ class Policy:
     record_client_identity: bool = False
     trace_every_request: bool = False
     hide_unusable: bool = False
-    ucp: UcpPolicy | None = None
+    ucp: Any = None
+    """A `mcp_negotiation.ucp.UcpPolicy`, or None: the UCP stage's settings."""
     _accepted: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """`accepted()`, computed once by `__post_init__`."""
 
@@ -309,11 +300,9 @@ class Policy:
             "required_capabilities",
             capability_names(self.required_capabilities, "required_capabilities"),
         )
-        # A UcpPolicy is recognised by its class name and what it holds, not imported: the UCP
-        # binding builds on this module, and the core keeps its imports one way.
-        if self.ucp is not None and (
-            type(self.ucp).__name__ != "UcpPolicy" or not hasattr(self.ucp, "business")
-        ):
+        # Whatever makes a stage (`stages.StageSource`), checked by what it offers: the core
+        # names no stage's types.
+        if self.ucp is not None and not callable(getattr(self.ucp, "stage", None)):
             raise ValueError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
         withhold = frozenset((self.withhold,) if isinstance(self.withhold, str) else self.withhold)
         for name in withhold:
@@ -421,7 +410,8 @@ class Negotiation:
     withheld: frozenset[str] = frozenset()
     headers: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     session_id: str | None = None
-    ucp: UcpAgreement | None = None
+    ucp: Any = None
+    """The UCP agreement (`mcp_negotiation.ucp.UcpAgreement`) a call was scoped to, or None."""
 
     def __post_init__(self) -> None:
         # Records are cached and shared between requests: a caller's headers dict, kept by
@@ -606,12 +596,11 @@ class Withdrawals:
 
 
 class Negotiator:
-    """Applies one `Policy` to what clients send; caches per-revision work and modern envelopes.
+    """Applies one `Policy` to what clients send: the pure rules, with no memory of requests.
 
-    One instance serves one server. Modern requests repeat the same envelope, so their
-    records are cached by the envelope's text (bounded, least recently inserted first
-    out); a cache hit costs a dictionary lookup. Legacy stateless requests are cached the
-    same way, by revision and headers, so that their repeats are recognised as such too.
+    One instance serves one server; what it works out once per revision (the accepted
+    revisions, what each degrades) it keeps. Repeated requests are recognised by the engine
+    (`Engine.memo`), not here: each call here negotiates.
     """
 
     def __init__(self, policy: Policy) -> None:
@@ -622,9 +611,6 @@ class Negotiator:
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
         self._degraded = {r: self._degraded_at(r) for r in self.accepted}
         self._narrowed = policy.narrowed()
-        self.cache: BoundedCache[tuple[Any, ...], Negotiation] = BoundedCache(CACHE_SIZE)
-        """The records kept for repeated requests, by what they were made from: at most
-        `CACHE_SIZE` of them, and `bounded.MAX_CACHE_BYTES` of memory. Read it, never fill it."""
 
     @property
     def withdrawn(self) -> frozenset[str]:
@@ -650,7 +636,7 @@ class Negotiator:
         # so that `Withdrawals.stands_for` holds for the record from then on.
         if record.withheld is not withdrawn or record.degraded != degraded:
             record = replace(record, withheld=withdrawn, degraded=degraded)
-        return self._check_required(record) if check else record
+        return self.check_required(record) if check else record
 
     @property
     def supported_advertised(self) -> list[str]:
@@ -705,7 +691,9 @@ class Negotiator:
             {"requiredCapabilities": required_capabilities_object(wanted)},
         )
 
-    def _check_required(self, negotiation: Negotiation) -> Negotiation:
+    def check_required(self, negotiation: Negotiation) -> Negotiation:
+        """`negotiation`, or -32021 raised (`NegotiationRefused`) when it lacks a capability
+        the policy requires of every request."""
         if not self.policy.required_capabilities:
             return negotiation  # the common case, on every modern request: nothing to check
         refusal = self.missing_required(negotiation, self.policy.required_capabilities)
@@ -736,7 +724,7 @@ class Negotiator:
             raise self._unsupported(requested)
         accepted = requested in self._accepted_legacy
         agreed = requested if accepted else self._accepted_legacy[-1]
-        return self._check_required(
+        return self.check_required(
             Negotiation(
                 era="legacy",
                 protocol_version=agreed,
@@ -760,43 +748,16 @@ class Negotiator:
         headers: Mapping[str, str] = _EMPTY,
         check_required: bool = True,
     ) -> Negotiation:
-        """Negotiate one modern request from its `_meta` envelope (cached by content)."""
+        """Negotiate one modern request from its `_meta` envelope; with `check_required`, the
+        policy's required capabilities are checked too (-32021, see `check_required`)."""
         if not is_object(meta):
             raise _invalid("_meta must be an object carrying the protocol envelope")
-        version = meta.get(PROTOCOL_VERSION_KEY)
-        caps = meta.get(CLIENT_CAPABILITIES_KEY)
-        info = meta.get(CLIENT_INFO_KEY)
-        withdrawn = self.withdrawn
-        try:
-            # A faithful encoding of JSON values at C speed (a third of `repr`'s cost):
-            # equal bytes mean equal envelopes; equal envelopes in another key order merely miss.
-            text = marshal.dumps((version, caps, info), MARSHAL_VERSION)
-        except ValueError:  # not plain JSON values, or nested past marshal's depth: not cached
-            record = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
-        else:
-            key = (transport, withdrawn, text, *headers.items())
-            cached = self.cache.get(key)
-            if cached is None:
-                cached = self._negotiate_envelope(version, caps, info, transport, headers, withdrawn)
-                self._keep(key, cached, len(text))
-            record = cached
-        return self._check_required(record) if check_required else record
-
-    def _negotiate_envelope(
-        self,
-        version: Any,
-        caps: Any,
-        info: Any,
-        transport: Transport,
-        headers: Mapping[str, str],
-        withdrawn: frozenset[str],
-    ) -> Negotiation:
-        requested = _revision(version, PROTOCOL_VERSION_KEY)
-        capabilities = _object(caps, CLIENT_CAPABILITIES_KEY, required=True)
-        client_info = _object(info, CLIENT_INFO_KEY, required=False)
+        requested = _revision(meta.get(PROTOCOL_VERSION_KEY), PROTOCOL_VERSION_KEY)
+        capabilities = _object(meta.get(CLIENT_CAPABILITIES_KEY), CLIENT_CAPABILITIES_KEY, required=True)
+        client_info = _object(meta.get(CLIENT_INFO_KEY), CLIENT_INFO_KEY, required=False)
         if requested not in self._accepted_modern:
             raise self._unsupported(requested)
-        return Negotiation(
+        record = Negotiation(
             era="modern",
             protocol_version=requested,
             requested_version=requested,
@@ -804,9 +765,18 @@ class Negotiator:
             client_capabilities=capabilities or _EMPTY,
             client_info=client_info,
             degraded=self._degraded[requested],
-            withheld=withdrawn,
+            withheld=self.withdrawn,
             headers=headers,
         )
+        return self.check_required(record) if check_required else record
+
+    def check_sessionless(self, protocol_version: str, transport: Transport, *, any_revision: bool) -> None:
+        """Refuse (-32022) a legacy request without a session over HTTP at a revision the
+        policy does not accept: there is no handshake to counter-offer in, and the
+        specification asks for the refusal. `any_revision`: served at any revision (`ping`).
+        A legacy client is told the legacy revisions it could use, if any."""
+        if protocol_version not in self._accepted_legacy and transport == "http" and not any_revision:
+            raise self._unsupported(protocol_version, self._accepted_legacy)
 
     def without_session(
         self,
@@ -820,26 +790,16 @@ class Negotiator:
 
         Legacy stateless HTTP builds a fresh connection per POST: what the client
         declared at `initialize` is gone, so capabilities are unknown, not absent.
-        `protocol_version` is the revision the SDK serves this request at. Over HTTP (its
-        `MCP-Protocol-Version` header, else 2025-03-26 as the specification says) there
-        is no handshake to counter-offer in, so one the policy does not accept is refused
-        (-32022, as the specification asks) rather than served under a record that would
-        misname it; `any_revision` lets through what is served at any revision (`ping`).
-        Off HTTP the only such request comes before `initialize` (a `ping`), and the
-        record names the counter-offer that handshake would make.
+        `protocol_version` is the revision the SDK serves this request at (over HTTP, its
+        `MCP-Protocol-Version` header, else `revisions.UNANNOUNCED`); one the policy does
+        not accept is refused (`check_sessionless`; `any_revision` for what is served at any
+        revision). Off HTTP the only such request comes before `initialize` (a `ping`), and
+        the record names the counter-offer that handshake would make.
         """
+        self.check_sessionless(protocol_version, transport, any_revision=any_revision)
         accepted = protocol_version in self._accepted_legacy
-        if not accepted and transport == "http" and not any_revision:
-            # Before the cache: a ping's record for this revision must not serve what follows it.
-            # A legacy client, it is told the legacy revisions it could use, if any.
-            raise self._unsupported(protocol_version, self._accepted_legacy)
-        withdrawn = self.withdrawn
-        key = (transport, withdrawn, protocol_version, *headers.items())  # (a str: never a modern key)
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached
         agreed = protocol_version if accepted else (self._accepted_legacy or self.accepted)[-1]
-        record = Negotiation(
+        return Negotiation(
             era=revisions.era(agreed),  # a modern-only policy's ping: 2026-07-28, not "legacy"
             protocol_version=agreed,
             requested_version=protocol_version,
@@ -847,14 +807,6 @@ class Negotiator:
             capabilities_known=False,
             outcome="accepted" if agreed == protocol_version else "counter_offered",
             degraded=self._degraded.get(agreed, frozenset()),
-            withheld=withdrawn,
+            withheld=self.withdrawn,
             headers=headers,
         )
-        self._keep(key, record, len(protocol_version))
-        return record
-
-    def _keep(self, key: tuple[Any, ...], record: Negotiation, size: int) -> None:
-        """Cache `record` under `key` (whose own text is `size` bytes), unless the two are too
-        big to keep (see `bounded`): then it is negotiated again on each request."""
-        if size <= MAX_ENTRY_BYTES:
-            self.cache.put(key, record, size + retained_size(record))

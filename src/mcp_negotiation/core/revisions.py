@@ -33,6 +33,7 @@ __all__ = [
     "KNOWN",
     "LEGACY",
     "MODERN",
+    "UNANNOUNCED",
     "ClientFeature",
     "DeprecationClockError",
     "Era",
@@ -61,6 +62,11 @@ MODERN: Final[tuple[str, ...]] = ("2026-07-28",)
 
 KNOWN: Final[tuple[str, ...]] = (*LEGACY, *MODERN)
 """Every revision this library knows, oldest first (the order is the comparison)."""
+
+UNANNOUNCED: Final = "2025-03-26"
+"""What a request is served at when nothing says its revision: the specification's default
+for an HTTP request without `MCP-Protocol-Version` (and a legacy one, so that a message
+before any handshake is negotiated as a handshake era's)."""
 
 _INDEX: Final[Mapping[str, int]] = {revision: i for i, revision in enumerate(KNOWN)}
 _LEGACY_SET: Final[frozenset[str]] = frozenset(LEGACY)

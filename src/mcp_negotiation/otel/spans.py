@@ -36,19 +36,19 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
 from ..core import revisions
-from ..core.bounded import IdentityCache
 from ..core.client_log import report
-from ..core.engine import Decision
 from ..core.errors import Refusal
-from ..core.negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport, retained_size
+from ..core.facts import Facts
+from ..core.negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport
+from ..core.outcome import Known, Outcome
 from . import seam as otel_seam
 
 __all__ = [
     "MAX_LIST",
     "SPAN_NAME",
     "Traced",
-    "record_decision",
     "record_negotiation",
+    "record_outcome",
     "record_refusal",
     "repeated",
     "span_attributes",
@@ -141,8 +141,7 @@ duration_histogram = _meter.create_histogram(
 class Traced:
     """What a repeat of a traced negotiation needs: the span to link to, and its counter.
 
-    Found by record identity (`_traced`), or held by a caller that memoises its own
-    outcomes (the middleware's repeat memo), which then skips every lookup.
+    Kept on the negotiation's `Known` (`Known.traced`), so it goes when the `Known` goes.
     """
 
     __slots__ = ("count", "link")
@@ -161,11 +160,6 @@ _NO_ATTRIBUTES: Final = BoundedAttributes(immutable=True)
 
 def _link_to(context: SpanContext | None) -> Link | None:
     return None if context is None else Link(context, _NO_ATTRIBUTES)
-
-
-_TRACED_LIMIT: Final = 1_024
-_traced: IdentityCache[Traced] = IdentityCache(_TRACED_LIMIT)
-"""Records already traced in full, by identity."""
 
 
 def _bounded(names: Iterable[str]) -> list[str]:
@@ -329,19 +323,18 @@ def repeated(traced: Traced) -> bool:
     return True
 
 
-def record_negotiation(method: str, record: Negotiation, policy: Policy, duration: float) -> Traced | None:
-    """Trace a negotiation the first time its record is seen; count and link its repeats.
+def record_negotiation(method: str, known: Known, policy: Policy, duration: float) -> None:
+    """Trace a negotiation the first time its `Known` is traced; count and link its repeats.
 
-    A repeat is the very same record again (the negotiator's cache, a legacy session's
-    record): it is counted, and the request's span links to the span that negotiated
-    it, unless the policy wants a span per request or that span was never recorded.
-    Answers what later repeats need (None with `trace_every_request`, or on failure).
-    Never raises.
+    A repeat is the very same `Known` again (a memoised envelope, a scoped UCP call): it is
+    counted, and the request's span links to the span that negotiated it, unless the
+    policy wants a span per request or that span was never recorded. Never raises.
     """
     try:
-        traced = None if policy.trace_every_request else _traced.get(record)
+        traced = None if policy.trace_every_request else known.traced
         if traced is not None and repeated(traced):
-            return traced
+            return
+        record = known.record
         labels = _metric_labels(record.era, record.protocol_version, record.outcome)
         context = _emit(
             lambda: span_attributes(method, record, policy, record.session_id),
@@ -351,16 +344,13 @@ def record_negotiation(method: str, record: Negotiation, policy: Policy, duratio
             method == "initialize",
         )
         if policy.trace_every_request:
-            return None
+            return
         if traced is None:
-            traced = Traced(context, labels)
-            _traced.put(traced, record, size=retained_size(record))
+            known.traced = Traced(context, labels)
         else:
             traced.link = _link_to(context)  # first seen while nothing recorded: repeats link here now
-        return traced
     except Exception as problem:
         report(logging.ERROR, _FAILED, exc=problem)
-        return None
 
 
 def _requested_in(params: Any) -> Any:
@@ -414,31 +404,19 @@ def record_refusal(
         report(logging.ERROR, _FAILED, exc=problem)
 
 
-def record_decision(
-    method: str,
-    decision: Decision,
-    policy: Policy,
-    duration: float,
-    *,
-    params: Any,
-    protocol_version: str,
-    transport: Transport,
-    session_id: str | None,
-) -> Traced | None:
-    """Record what an engine `Decision` says is traced for one message: nothing, its refusal,
-    or its negotiation (whose handle a repeat links with). Never raises."""
-    if not decision.trace:
-        return None
-    if decision.refusal is not None:
+def record_outcome(facts: Facts, outcome: Outcome, policy: Policy, duration: float) -> None:
+    """Record what an engine `Outcome` says is traced for the message `facts` describes: its
+    refusal, or its negotiation (whose repeats link to its span). Never raises."""
+    if outcome.trace == "refused" and outcome.refusal is not None:
         record_refusal(
-            method,
-            decision.refusal,
+            facts.method,
+            outcome.refusal,
             policy,
             duration,
-            params=params,
-            protocol_version=protocol_version,
-            transport=transport,
-            session_id=session_id,
+            params=facts.params,
+            protocol_version=facts.revision or revisions.UNANNOUNCED,
+            transport=facts.transport,
+            session_id=facts.session_id,
         )
-        return None
-    return record_negotiation(method, decision.record, policy, duration) if decision.record else None
+    elif outcome.trace == "negotiated" and outcome.known is not None:
+        record_negotiation(facts.method, outcome.known, policy, duration)

@@ -2,8 +2,8 @@
 
 The pure core (`header`, `profile`, `negotiate`, `errors`) does no I/O and imports
 nothing from `mcp`, `wrapt` or OpenTelemetry; `resolver` is the one module that touches
-the network, through the HTTP client `mcp` already installs. The names of `binding` (UCP
-over MCP, whose default resolver is that one) and of `resolver` are resolved on first use
+the network, through the HTTP client `mcp` already installs. The names of `binding` and
+`stage` (UCP over MCP, whose default resolver is that one) and of `resolver` are resolved on first use
 (PEP 562), so that `from mcp_negotiation.ucp import negotiate_capabilities` loads no HTTP
 client.
 """
@@ -38,13 +38,12 @@ if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
     from .binding import (
         UCP_EXTENSION_ID,
         UCP_SESSION_KEY,
-        UcpNegotiator,
-        UcpPolicy,
         advertisement,
         platform_profile_url,
         session_profile_url,
     )
     from .resolver import ALL_PORTS, HttpsProfileResolver, ProfileResolver, StaticResolver, is_special_address
+    from .stage import UcpPolicy
 
 __all__ = [
     "ALL_PORTS",
@@ -72,7 +71,6 @@ __all__ = [
     "UcpAgreement",
     "UcpError",
     "UcpErrorCode",
-    "UcpNegotiator",
     "UcpPolicy",
     "advertisement",
     "is_special_address",
@@ -88,7 +86,8 @@ _IN_RESOLVER: Final = frozenset(
     {"ALL_PORTS"} |
     {"HttpsProfileResolver", "ProfileResolver", "StaticResolver", "is_special_address"}
 )
-"""The names of the one module that loads an HTTP client; the others are `binding`'s."""
+"""The names of the one module that loads an HTTP client; the others but `UcpPolicy` are
+`binding`'s."""
 
 
 def __getattr__(name: str) -> Any:
@@ -98,7 +97,8 @@ def __getattr__(name: str) -> Any:
     """
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    home = importlib.import_module(".resolver" if name in _IN_RESOLVER else ".binding", __name__)
+    module = ".resolver" if name in _IN_RESOLVER else ".stage" if name == "UcpPolicy" else ".binding"
+    home = importlib.import_module(module, __name__)
     value = getattr(home, name)
     globals()[name] = value
     return value

@@ -13,7 +13,6 @@ refuse the same things.
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Final
 from urllib.parse import urlsplit
@@ -62,10 +61,8 @@ def validate_profile_url(url: object) -> str:
     return _checked(str(url))
 
 
-@functools.lru_cache(maxsize=1024)
 def _checked(url: str) -> str:
-    """The rest of `validate_profile_url`, remembered for the URLs that pass: a platform
-    names the same few on every call, and each is checked again by the resolver."""
+    """The rest of `validate_profile_url`: what a URL's characters and parts must be."""
     # Printable ASCII without the space: the C string methods, not a Python loop per character.
     if not (url.isascii() and url.isprintable()) or " " in url or "\\" in url:
         raise _invalid("the profile URL must be printable ASCII without spaces or backslashes")

@@ -16,7 +16,7 @@ from mcp.shared.exceptions import McpError
 from v1_catalog_server import HERE, build
 
 from mcp_negotiation import Policy, instrument, negotiate, requires, uninstrument
-from mcp_negotiation.adapters.mcp1.shell import sdk_revisions
+from mcp_negotiation.adapters.mcp1.seams import sdk_revisions
 from mcp_negotiation.core.listings import REQUIRED_CAPABILITIES_META_KEY as KEY
 from mcp_negotiation.core.listings import required_capabilities_meta
 

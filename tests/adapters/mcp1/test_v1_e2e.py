@@ -21,7 +21,8 @@ from v1_server import build
 
 from mcp_negotiation import NegotiationUnavailable, Policy, instrument, negotiate, requires, uninstrument
 from mcp_negotiation.adapters import MCP_MAJOR
-from mcp_negotiation.adapters.mcp1.shell import is_negotiated, missing_targets, sdk_revisions
+from mcp_negotiation.adapters.mcp1.seams import sdk_revisions
+from mcp_negotiation.adapters.mcp1.shell import is_negotiated, missing_targets
 from mcp_negotiation.core import revisions
 from support.decisions import decisions
 

@@ -13,7 +13,7 @@ from mcp.server.fastmcp import FastMCP
 from v1_server import build
 
 from mcp_negotiation import Policy, negotiate
-from mcp_negotiation.adapters.mcp1.shell import sdk_revisions
+from mcp_negotiation.adapters.mcp1.seams import sdk_revisions
 
 pytestmark = pytest.mark.anyio
 

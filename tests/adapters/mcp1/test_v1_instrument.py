@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from mcp_negotiation import Policy, instrument, negotiate
-from mcp_negotiation.adapters.mcp1.shell import sdk_revisions
+from mcp_negotiation.adapters.mcp1.seams import sdk_revisions
 
 NEWEST = sdk_revisions()[-1]
 

@@ -13,7 +13,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared.exceptions import McpError
 
 from mcp_negotiation import Policy, negotiate, negotiation_of
-from mcp_negotiation.adapters.mcp1.shell import sdk_revisions
+from mcp_negotiation.adapters.mcp1.seams import sdk_revisions
 from mcp_negotiation.ucp import StaticResolver, UcpPolicy
 
 pytestmark = pytest.mark.anyio

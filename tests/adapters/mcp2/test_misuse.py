@@ -30,7 +30,9 @@ from mcp_negotiation import (
 from mcp_negotiation.adapters.mcp2.middleware import NegotiationMiddleware
 from mcp_negotiation.adapters.mcp2.seams import middleware_list
 from mcp_negotiation.core import client_log, revisions
+from mcp_negotiation.core.engine import Engine
 from mcp_negotiation.core.errors import Refusal
+from mcp_negotiation.core.facts import PlainFacts
 from mcp_negotiation.core.negotiation import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, Negotiator
 from mcp_negotiation.ucp import CapabilityEntry, Profile, negotiate_capabilities
 
@@ -100,16 +102,19 @@ async def test_requires_ucp_without_a_ucp_policy_blames_the_server(
 # -- what a caller keeps cannot change a record, a refusal or a profile afterwards --------------
 
 
-def test_a_callers_headers_cannot_rewrite_a_cached_record() -> None:
-    negotiator = Negotiator(Policy())
+def test_a_callers_headers_cannot_rewrite_a_memoised_record() -> None:
+    engine = Engine(Policy())
     headers = {"mcp-protocol-version": "2026-07-28"}
     meta = {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}
-    record = negotiator.request(meta, transport="http", headers=headers)
+
+    def served(sent: dict[str, str]) -> Any:
+        facts = PlainFacts("tools/call", {"_meta": meta}, "2026-07-28", transport="http", headers=sent)
+        return engine.decide(facts)
+
+    known = served(headers).known
     headers["mcp-protocol-version"] = "CHANGED"
-    assert record.headers == {"mcp-protocol-version": "2026-07-28"}
-    assert (
-        negotiator.request(meta, transport="http", headers={"mcp-protocol-version": "2026-07-28"}) is record
-    )
+    assert known.record.headers == {"mcp-protocol-version": "2026-07-28"}
+    assert served({"mcp-protocol-version": "2026-07-28"}).known is known
 
 
 def test_an_amended_jsonrpc_error_leaves_the_refusal_alone() -> None:

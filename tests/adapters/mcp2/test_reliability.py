@@ -45,9 +45,10 @@ from pydantic import BaseModel, ConfigDict
 from mcp_negotiation import Policy, client_supports, negotiate, negotiation_of, requires, requires_ucp
 from mcp_negotiation.adapters.mcp2.middleware import NegotiationMiddleware
 from mcp_negotiation.core import frozen_json
+from mcp_negotiation.core.engine import MEMO_SIZE, Engine
 from mcp_negotiation.core.errors import NegotiationRefused
+from mcp_negotiation.core.facts import PlainFacts
 from mcp_negotiation.core.negotiation import (
-    CACHE_SIZE,
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
     MAX_CAPABILITY_DEPTH,
@@ -271,15 +272,16 @@ def test_capability_work_stops_at_the_limit(spent: Counter[str], capabilities: A
         assert spent["values"] <= MAX_CAPABILITY_NODES + 1
 
 
-def test_cache_stays_bounded() -> None:
-    negotiator = Negotiator(Policy())
+def test_the_memo_stays_bounded() -> None:
+    engine = Engine(Policy())
     for i in range(3_000):
-        negotiator.request(_envelope({"experimental": {f"client-{i}": {}}}))
+        meta = _envelope({"experimental": {f"client-{i}": {}}})
+        engine.decide(PlainFacts("tools/call", {"_meta": meta}, "2026-07-28"))
     # The one structure that could grow with the number of clients.
-    assert len(negotiator.cache) <= CACHE_SIZE
+    assert len(engine.memo) <= MEMO_SIZE
     big = _envelope({"experimental": {f"k{i}": {"v": "x" * 100} for i in range(700)}})
-    negotiator.request(big)  # over 64 KiB of text: negotiated, never cached
-    assert all(len(key[2]) < 70_000 for key in negotiator.cache)
+    engine.decide(PlainFacts("tools/call", {"_meta": big}, "2026-07-28"))  # over 64 KiB: never memoised
+    assert all(len(key[2]) < 70_000 for key in engine.memo)
 
 
 def test_profile_and_header_work_stops_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:

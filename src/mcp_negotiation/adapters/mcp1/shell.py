@@ -1,46 +1,37 @@
 """mcp 1.x: the same negotiation, reached through wrapt, since 1.x has no middleware seam.
 
-mcp 1.x speaks the legacy revisions only (up to 2025-11-25). Its `ServerSession`
-answers `initialize` itself and its lowlevel `Server._handle_request` dispatches every
-request, so those are where the negotiation is attached. Every target is in one table,
-checked at install time: a missing one is a logged warning naming it and the server is
-left untouched (strict mode raises). Nothing here changes behaviour for servers that
-were not passed to `negotiate` (or built while `instrument` was active).
-
-    target                                   why
-    Server.run                               which negotiated server a session serves
-    ServerSession._received_request          negotiate `initialize`, steer a counter-offer
-    Server._handle_request                   publish the record for every request
-    RequestResponder.respond                 answer a refusal from a tool as the JSON-RPC
-                                             error it is (1.x turns tool exceptions into
-                                             error *results*); a listing as its client
-                                             reads it (`catalog`)
-    stdio_server (where it is used)          records say "stdio"
+mcp 1.x speaks the legacy revisions only (up to 2025-11-25). Its `ServerSession` answers
+`initialize` itself and its lowlevel `Server._handle_request` dispatches every request, so
+those are where each message is handed to the kernel (`adapters/kernel.py`), as the 2.x
+middleware hands its own: the same engine, the same outcome, applied the 1.x way. Every
+target is in one table (`seams.TARGETS`), checked at install time: a missing one is a
+logged warning naming it and the server is left untouched (strict mode raises). Nothing
+here changes behaviour for servers that were not passed to `negotiate` (or built while
+`instrument` was active).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import wrapt
 
 from ...core import revisions
-from ...core.engine import Decision, Engine, Inbound
-from ...core.errors import NegotiationUnavailable, Refusal
-from ...core.listings import LISTINGS
-from ...core.negotiation import Negotiation, Negotiator, Policy, policy_given
-from ...otel import spans as telemetry
-from .. import listings as catalog
+from ...core.engine import Engine
+from ...core.errors import Refusal
+from ...core.negotiation import Negotiator, Policy, Transport, policy_given
+from ...core.outcome import Known, Outcome
+from .. import listings
 from ..compat import PENDING_REFUSALS, error_data
-from ..context import current
+from ..installing import negotiate_built, unavailable
+from ..kernel import advertised, apply, published
 from ..origin import http_scope, origin, stdio_wrapper
+from . import seams
 
 __all__ = ["V1Negotiation", "instrument", "negotiate", "uninstrument"]
 
@@ -64,15 +55,9 @@ class V1Negotiation:
         return cls(policy, Engine(policy, Negotiator(_within_sdk(policy))), owner)
 
 
-def sdk_revisions() -> tuple[str, ...]:
-    """The revisions this 1.x release can serve (older 1.x releases stop before 2025-11-25)."""
-    supported = importlib.import_module("mcp.shared.version").SUPPORTED_PROTOCOL_VERSIONS  # 1.x module
-    return tuple(r for r in revisions.LEGACY if r in supported)
-
-
 def _within_sdk(policy: Policy) -> Policy:
     """The policy, capped at the newest revision this SDK serves: never counter-offer beyond it."""
-    newest = sdk_revisions()[-1]
+    newest = seams.sdk_revisions()[-1]
     if policy.max_revision is not None and not revisions.is_at_least(policy.max_revision, newest):
         return policy
     oldest = policy.accepted()[0]  # the requirements may narrow the policy past `min_revision`
@@ -83,31 +68,150 @@ def _within_sdk(policy: Policy) -> Policy:
             else f"every revision its required_capabilities allow ({', '.join(policy.accepted())}) is"
         )
         raise ValueError(
-            f"{what} newer than every revision mcp {_sdk_version()} "
+            f"{what} newer than every revision mcp {seams.sdk_version()} "
             f"serves (the newest is {newest}); no client could be served"
         )
     return replace(policy, max_revision=newest)
 
 
 _servers: weakref.WeakKeyDictionary[Any, V1Negotiation] = weakref.WeakKeyDictionary()
-_records: weakref.WeakKeyDictionary[Any, Negotiation | Refusal] = weakref.WeakKeyDictionary()
-_session_profiles: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_held: weakref.WeakKeyDictionary[Any, Known | Refusal] = weakref.WeakKeyDictionary()
+"""What each session holds: its handshake's `Known`, or the refusal of a refused one."""
 _serving: ContextVar[V1Negotiation | None] = ContextVar("mcp_negotiation.v1_serving", default=None)
-_listing: ContextVar[tuple[str, Any, Any] | None] = ContextVar("mcp_negotiation.v1_listing", default=None)
-"""Inside a listing's handling: (its method, the server's reference, the published entry)."""
+_Answering = tuple[str, Outcome, Known, Any]
+_answering: ContextVar[_Answering | None] = ContextVar("mcp_negotiation.v1_answering", default=None)
+"""Inside a message's handling: (its method, its outcome, the published `Known`, the server's
+reference), for its answer to be amended as the outcome says (a listing, an advertisement)."""
 
 
-_UNANNOUNCED_REVISION: Final = "2025-03-26"
-"""What a request without `MCP-Protocol-Version` is served at, as the specification says."""
+class _Message:
+    """One message of mcp 1.x as the kernel reads and answers it (`kernel.Message`): a
+    request (`carrier` is the SDK's `RequestResponder`, `answer` the SDK's handling of it)
+    or an `initialize` (whose answer the session makes and sends itself)."""
+
+    __slots__ = ("_answer", "_carrier", "_holder", "_method", "_params", "_raw", "_session", "_steered")
+
+    def __init__(
+        self,
+        holder: V1Negotiation,
+        method: str,
+        params: Any,
+        carrier: Any,
+        session: Any,
+        answer: Awaitable[Any],
+    ) -> None:
+        self._holder = holder
+        self._method = method
+        self._params = params
+        self._raw: Any = _UNREAD
+        self._carrier = carrier
+        self._session = session
+        self._answer = answer
+        self._steered: str | None = None
+
+    # --- the facts ------------------------------------------------------------------------
+
+    @property
+    def method(self) -> str:
+        return self._method
+
+    @property
+    def params(self) -> Any:
+        """The params' wire form, dumped only when a decision reads them."""
+        if self._raw is _UNREAD:
+            params = self._params
+            self._raw = params.model_dump(by_alias=True, exclude_none=True, mode="json") if params else None
+        return self._raw
+
+    @property
+    def revision(self) -> str | None:
+        # 1.x serves a session's requests at its revision; any other message at its header's,
+        # if it has one (stateless HTTP), else at the specification's default.
+        held = self.held
+        if type(held) is Known:
+            return held.record.protocol_version
+        if self._method == "initialize":
+            return None
+        return self._request_headers().get("mcp-protocol-version") or None
+
+    @property
+    def notification(self) -> bool:
+        return False
+
+    @property
+    def transport(self) -> Transport:
+        return origin(http_scope(seams.http_request(self._carrier)))[0]
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return origin(http_scope(seams.http_request(self._carrier)))[1]
+
+    @property
+    def held(self) -> object:
+        return _held.get(self._session)
+
+    @property
+    def session_id(self) -> str | None:
+        # Taken only for a session's request: anything else a client sends there is never taken.
+        return seams.session_id_sent(seams.http_request(self._carrier)) if type(self.held) is Known else None
+
+    @property
+    def direct(self) -> bool:
+        return False
+
+    @property
+    def on_behalf(self) -> bool:
+        return False
+
+    def _request_headers(self) -> Any:
+        return getattr(seams.http_request(self._carrier), "headers", None) or {}
+
+    # --- the SDK's ways -----------------------------------------------------------------------
+
+    def hold(self, value: Known | Refusal) -> None:
+        _held[self._session] = value
+
+    def mark_judged(self) -> None:
+        """1.x records no refusals before dispatch (see `asgi`): nothing to tell."""
+
+    def steer(self, revision: str) -> bool:
+        """1.x answers `initialize` with the params' version when it knows it, else its newest."""
+        if self._params.protocolVersion != revision:
+            self._params.protocolVersion = revision
+        self._steered = revision
+        return True
+
+    async def forward(self) -> Any:
+        return await self._answer
+
+    async def serve(self, known: Known, outcome: Outcome) -> Any:
+        owner = self._holder.owner
+        with published(known):
+            pending = PENDING_REFUSALS.set([])
+            answering = _answering.set((self._method, outcome, known, owner))
+            try:
+                return await self._answer
+            finally:
+                _answering.reset(answering)
+                PENDING_REFUSALS.reset(pending)
+
+    async def refuse(self, refusal: Refusal) -> Any:
+        self._answer.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
+        if self._method == "initialize":
+            with self._carrier:
+                await self._carrier.respond(error_data(refusal))
+        else:
+            await self._carrier.respond(error_data(refusal))
+        return None
+
+    async def empty(self) -> Any:
+        return await self._answer  # 1.x makes no requests of its own while serving another
+
+    def answered(self, result: Any) -> object:
+        return self._steered  # 1.x answers the params' version, which `steer` set
 
 
-def _http_request(message: Any) -> Any:
-    metadata = getattr(message, "message_metadata", None)
-    return getattr(metadata, "request_context", None)
-
-
-def _dump(model: Any) -> Any:
-    return model.model_dump(by_alias=True, exclude_none=True, mode="json") if model is not None else None
+_UNREAD: Any = object()
 
 
 # --- the interceptions ------------------------------------------------------------------
@@ -134,138 +238,18 @@ def _on_received_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) ->
     request: Any = getattr(getattr(responder, "request", None), "root", None)
     if holder is None or type(request).__name__ != "InitializeRequest":
         return wrapped(*args, **kwargs)
-    return _initialize(holder, instance, responder, request.params, wrapped(*args, **kwargs))
-
-
-async def _initialize(
-    holder: V1Negotiation, session: Any, responder: Any, params: Any, answer: Awaitable[Any]
-) -> Any:
-    """A legacy `initialize`: steer 1.x's answer (the params' version when it knows it, else
-    its newest) to the agreed revision, and keep the record for the session."""
-    started = time.perf_counter()
-    raw = _dump(params)
-    # The revision 1.x serves a message at before any handshake (a legacy one, so that the
-    # engine sees a handshake whatever the client asked for).
-    message = _inbound("initialize", raw, _UNANNOUNCED_REVISION, responder, _records.get(session))
-    decision = await _decided(holder, message, session, started)
-    record = decision.record
-    if decision.action == "refuse" and decision.refusal is not None:
-        answer.close()  # type: ignore[attr-defined]  # the SDK's answer is a coroutine never awaited
-        with responder:
-            await responder.respond(error_data(decision.refusal))
-        return None
-    if decision.action != "serve" or record is None:
-        return await answer
-    if record.protocol_version != params.protocolVersion:
-        params.protocolVersion = record.protocol_version
-    result = await answer
-    held = holder.engine.handshaken(record, raw, record.protocol_version)
-    _records[session] = held.record
-    if holder.engine.ucp is not None:
-        _session_profiles[session] = held.ucp_default
-    telemetry.record_negotiation("initialize", record, holder.policy, time.perf_counter() - started)
-    return result
+    message = _Message(holder, "initialize", request.params, responder, instance, wrapped(*args, **kwargs))
+    return apply(holder.engine, message)
 
 
 def _on_handle_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     holder = _servers.get(instance)
     if holder is None:
         return wrapped(*args, **kwargs)
-    message, request, session = args[0], args[1], args[2]
-    return _handle(holder, message, request, session, wrapped(*args, **kwargs))
-
-
-async def _handle(
-    holder: V1Negotiation, message: Any, request: Any, session: Any, handled: Awaitable[Any]
-) -> Any:
+    carrier, request, session = args[0], args[1], args[2]
     method = getattr(request, "method", "")
-    kept = _records.get(session)
-    entry = _held(holder.engine, kept, method, message)
-    if entry is None:  # decided in full
-        started = time.perf_counter()
-        # Stateless HTTP (a fresh session per POST) or a request before `initialize`: 1.x serves
-        # it at its header's revision, else at the specification's default.
-        headers = getattr(_http_request(message), "headers", None) or {}
-        revision = kept.protocol_version if type(kept) is Negotiation else None
-        revision = revision or headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
-        # Params are read (a model dump) only where a decision can need them: a UCP call's profile.
-        params = _dump(request.params) if holder.engine.ucp is not None else None
-        decision = await _decided(holder, _inbound(method, params, revision, message, kept), session, started)
-        if decision.action == "refuse" and decision.refusal is not None:
-            handled.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
-            await message.respond(error_data(decision.refusal))
-            return None
-        if decision.action != "serve" or decision.record is None:
-            return await handled
-        entry = (decision.record, holder.engine.negotiator)
-    token = current.set(entry)
-    pending_token = PENDING_REFUSALS.set([])
-    listing = _listing.set((method, holder.owner, entry)) if method in LISTINGS else None
-    try:
-        return await handled
-    finally:
-        if listing is not None:
-            _listing.reset(listing)
-        PENDING_REFUSALS.reset(pending_token)
-        current.reset(token)
-
-
-def _held(engine: Engine, kept: object, method: str, carrier: Any) -> tuple[Negotiation, Negotiator] | None:
-    """What a session's request publishes without a decision, as the 2.x middleware does: the
-    entry its held record decides (`Engine.held_entry`), once over stateful HTTP that record
-    knows its session id (the first request's decision adds the one `_inbound` reads). None,
-    for a decision in full, for anything else, a UCP call included (its agreement is found
-    per call)."""
-    held = engine.held_entry(kept, method)
-    if type(held) is not tuple:
-        return None
-    if held[0].session_id is None and _session_id_sent(_http_request(carrier)):
-        return None
-    return held
-
-
-def _session_id_sent(http_request: Any) -> str | None:
-    """The session id a request over stateful HTTP carries: the SDK routed it by this
-    header, so it is the server's (None off HTTP, and over SSE, which names it in its URL)."""
-    return getattr(http_request, "headers", {}).get("mcp-session-id") or None
-
-
-def _inbound(method: str, params: Any, revision: str, carrier: Any, held: object) -> Inbound:
-    """The facts of one message; `carrier` is what 1.x attaches the HTTP request to."""
-    http_request = _http_request(carrier)
-    transport, headers, _ = origin(http_scope(http_request))
-    # Taken only for a session's request: anything else a client sends there is never taken.
-    session_id = _session_id_sent(http_request) if isinstance(held, Negotiation) else None
-    return Inbound(
-        method=method,
-        params=params,
-        revision=revision,
-        transport=transport,
-        headers=headers,
-        held=held,
-        session_id=session_id,
-    )
-
-
-async def _decided(holder: V1Negotiation, message: Inbound, session: Any, started: float) -> Decision:
-    """The engine's decision for `message`, with the session's hold kept and telemetry told."""
-    engine = holder.engine
-    decision = engine.decide(message)
-    if decision.ucp:
-        decision = await engine.with_ucp(decision, message)
-    if decision.hold is not None:
-        _records[session] = decision.hold
-    telemetry.record_decision(
-        message.method,
-        decision,
-        holder.policy,
-        time.perf_counter() - started,
-        params=message.params if message.params is not None else {"protocolVersion": message.revision},
-        protocol_version=message.revision,
-        transport=message.transport,
-        session_id=message.session_id,
-    )
-    return decision
+    message = _Message(holder, method, request.params, carrier, session, wrapped(*args, **kwargs))
+    return apply(holder.engine, message)
 
 
 def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -275,38 +259,25 @@ def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         # A refusal raised inside the handler, which failed with it: answer it as the
         # JSON-RPC error it is. A handler that caught the refusal and answered is answered.
         return wrapped(error_data(pending[0]))
-    listing = _listing.get()
-    if listing is not None and type(response).__name__ == "ServerResult":
-        return _listed(wrapped, listing, response)
+    answering = _answering.get()
+    if answering is not None and type(response).__name__ == "ServerResult":
+        return _answered(wrapped, answering, response)
     return wrapped(*args, **kwargs)
 
 
-async def _listed(wrapped: Any, listing: tuple[str, Any, Any], response: Any) -> Any:
-    """Answer a listing as its client reads it (`catalog`)."""
-    method, owner, entry = listing
-    server = _listing_owner(owner() if owner is not None else None)
-    answered = await catalog.listed(method, response.root, server, entry)
-    return await wrapped(response if answered is response.root else type(response)(answered))
-
-
-def _listing_owner(server: Any) -> Any:
-    """The server whose functions a listing names: the one `negotiate` was given, or, for the
-    lowlevel server `instrument()` reached inside a FastMCP one, that FastMCP server, found
-    as the owner of the bound method its `tools/list` handler calls (private: the closures
-    1.x's `Server.list_tools` decorator and `create_call_wrapper` make)."""
-    handlers = getattr(server, "request_handlers", None)
-    if hasattr(server, "_tool_manager") or not isinstance(handlers, dict):
-        return server
-    handler = next((h for kind, h in handlers.items() if kind.__name__ == "ListToolsRequest"), None)
-    try:
-        for cell in getattr(handler, "__closure__", None) or ():
-            for inner in getattr(cell.cell_contents, "__closure__", None) or ():
-                owner = getattr(inner.cell_contents, "__self__", None)
-                if hasattr(owner, "_tool_manager"):
-                    return owner
-    except ValueError:  # an empty cell: a closure shaped otherwise
-        pass
-    return server
+async def _answered(wrapped: Any, answering: _Answering, response: Any) -> Any:
+    """Answer as the outcome says: a listing as its client reads it (`listings`), a handshake
+    with what the stages advertise."""
+    method, outcome, known, owner = answering
+    if outcome.advertise is not None:
+        additions = outcome.advertise
+        response = seams.with_experimental(response, lambda capabilities: advertised(capabilities, additions))
+    if outcome.listing:
+        server = seams.listing_owner(owner() if owner is not None else None)
+        answered = await listings.listed(method, response.root, server, known)
+        if answered is not response.root:
+            response = type(response)(answered)
+    return await wrapped(response)
 
 
 def _failed(response: Any) -> bool:
@@ -316,35 +287,25 @@ def _failed(response: Any) -> bool:
     return getattr(getattr(response, "root", response), "isError", False) is True
 
 
-_TARGETS: Final[tuple[tuple[str, str, Callable[..., Any], bool], ...]] = (
-    ("mcp.server.lowlevel.server", "Server.run", _on_run, True),
-    ("mcp.server.session", "ServerSession._received_request", _on_received_request, True),
-    ("mcp.server.lowlevel.server", "Server._handle_request", _on_handle_request, True),
-    ("mcp.shared.session", "RequestResponder.respond", _on_respond, True),
-    ("mcp.server.stdio", "stdio_server", stdio_wrapper, False),
-    ("mcp.server.fastmcp.server", "stdio_server", stdio_wrapper, False),
-)
-"""(module, attribute, wrapper, required): everything this adapter wraps."""
+# --- installing ---------------------------------------------------------------------------
+
+
+_WRAPPERS: dict[str, Callable[..., Any]] = {
+    "run": _on_run,
+    "initialize": _on_received_request,
+    "request": _on_handle_request,
+    "respond": _on_respond,
+    "stdio": stdio_wrapper,
+    "fastmcp stdio": stdio_wrapper,
+}
 
 _patched: list[tuple[Any, str, Any]] = []
 
 
-def _resolve(module_name: str, path: str) -> tuple[Any, str] | None:
-    try:
-        owner: Any = importlib.import_module(module_name)
-    except ImportError:
-        return None
-    *parents, name = path.split(".")
-    for parent in parents:
-        owner = getattr(owner, parent, None)
-        if owner is None:
-            return None
-    return (owner, name) if hasattr(owner, name) else None
-
-
 def missing_targets() -> list[str]:
     """The required targets this SDK lacks (empty when the adapter can work)."""
-    return [f"{m}.{p}" for m, p, _, required in _TARGETS if required and _resolve(m, p) is None]
+    targets = seams.TARGETS.values()
+    return [f"{m}.{p}" for m, p, required in targets if required and seams.resolve(m, p) is None]
 
 
 def _install_targets(policy: Policy) -> bool:
@@ -352,13 +313,11 @@ def _install_targets(policy: Policy) -> bool:
         return True
     missing = missing_targets()
     if missing:
-        message = f"mcp_negotiation: mcp {_sdk_version()} lacks {', '.join(missing)}; not negotiating"
-        if policy.strict:
-            raise NegotiationUnavailable(message)
-        logger.warning(message)
+        lacks = ", ".join(missing)
+        unavailable(policy, f"mcp_negotiation: mcp {seams.sdk_version()} lacks {lacks}; not negotiating")
         return False
-    for module_name, path, wrapper, _ in _TARGETS:
-        found = _resolve(module_name, path)
+    for job, (module_name, path, _) in seams.TARGETS.items():
+        found = seams.resolve(module_name, path)
         if found is None:
             continue
         owner, name = found
@@ -366,35 +325,17 @@ def _install_targets(policy: Policy) -> bool:
         if isinstance(original, wrapt.FunctionWrapper):
             continue
         _patched.append((owner, name, original))
-        wrapt.wrap_function_wrapper(owner, name, wrapper)
+        wrapt.wrap_function_wrapper(owner, name, _WRAPPERS[job])
     return True
-
-
-def _sdk_version() -> str:
-    from importlib.metadata import version
-
-    return version("mcp")
-
-
-def _lowlevel(server: Any) -> Any | None:
-    """The 1.x lowlevel `Server` of a FastMCP or lowlevel server."""
-    from mcp.server.lowlevel.server import Server
-
-    if isinstance(server, Server):
-        return server
-    inner = getattr(server, "_mcp_server", None)
-    return inner if isinstance(inner, Server) else None
 
 
 def negotiate(server: _S, policy: Policy | None = None) -> _S:
     """Negotiate every request of an mcp 1.x `FastMCP` or lowlevel `Server`; returns it."""
     policy = policy_given(policy, "negotiate(server, policy)")
-    lowlevel = _lowlevel(server)
+    lowlevel = seams.lowlevel(server)
     if lowlevel is None:
-        message = f"mcp_negotiation: {type(server).__name__} is not an mcp 1.x server; left untouched"
-        if policy.strict:
-            raise NegotiationUnavailable(message)
-        logger.warning(message)
+        kind = type(server).__name__
+        unavailable(policy, f"mcp_negotiation: {kind} is not an mcp 1.x server; left untouched")
         return server
     if _install_targets(policy):
         _servers[lowlevel] = V1Negotiation.of(policy, server)
@@ -409,8 +350,7 @@ whose being non-empty means the targets are installed)."""
 
 def _after_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     result = wrapped(*args, **kwargs)
-    if _default_policy:
-        negotiate(instance, _default_policy[-1])
+    negotiate_built(negotiate, instance, _default_policy)
     return result
 
 
@@ -438,12 +378,12 @@ def uninstrument(*servers: Any) -> None:
     if _original_init:
         setattr(Server, "__init__", _original_init.pop())  # noqa: B010 - mypy refuses assigning a method
     for server in servers:
-        lowlevel = _lowlevel(server)
+        lowlevel = seams.lowlevel(server)
         if lowlevel is not None:
             _servers.pop(lowlevel, None)
 
 
 def is_negotiated(server: Any) -> bool:
     """Whether `negotiate` is attached to this 1.x server."""
-    lowlevel = _lowlevel(server)
+    lowlevel = seams.lowlevel(server)
     return lowlevel is not None and lowlevel in _servers

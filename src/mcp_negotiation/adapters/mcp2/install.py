@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 import wrapt
 from starlette.applications import Starlette
 
-from ...core.errors import NegotiationUnavailable
 from ...core.negotiation import Policy, policy_given
 from ..context import check_requires_order
+from ..installing import negotiate_built, unavailable
 from ..origin import stdio_wrapper
 from . import seams
 from .asgi import RefusalRecorder, record_refusals_asgi
@@ -55,13 +55,11 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     if chain is not None:
         check_requires_order(server)
     if chain is None:
-        message = (
+        unavailable(
+            policy,
             f"mcp_negotiation: {type(server).__name__} has no SDK middleware list; "
-            "the server runs without negotiation"
+            "the server runs without negotiation",
         )
-        if policy.strict:
-            raise NegotiationUnavailable(message)
-        logger.warning(message)
         return server
     existing = _installed(chain)
     if existing is not None:
@@ -161,13 +159,7 @@ def _wrap_http_app(server: Any) -> None:
 
 def _after_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     result = wrapped(*args, **kwargs)
-    if _DEFAULT_POLICY:
-        try:
-            negotiate(instance, _DEFAULT_POLICY[-1])
-        except NegotiationUnavailable:
-            raise  # strict mode: the clear error the user asked for
-        except Exception:
-            logger.exception("mcp_negotiation: could not negotiate a new server (ignored)")
+    negotiate_built(negotiate, instance, _DEFAULT_POLICY)
     return result
 
 
@@ -202,10 +194,7 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
             _INSTRUMENTED.append((cls, "__init__", original))
             wrapt.wrap_function_wrapper(cls, "__init__", _after_init)
         if not _INSTRUMENTED:
-            message = "mcp_negotiation: no SDK server class found to instrument"
-            if policy.strict:
-                raise NegotiationUnavailable(message)
-            logger.warning(message)
+            unavailable(policy, "mcp_negotiation: no SDK server class found to instrument")
 
 
 def uninstrument(*servers: Any) -> None:

@@ -1,33 +1,28 @@
-"""The mcp 2.x adapter: an SDK middleware that applies the engine's decision to every message.
+"""The mcp 2.x adapter: an SDK middleware that hands every message to the kernel.
 
-It gathers the facts of a message from the SDK's request context, asks the `Engine`
-(pure, in the core) what to do, and applies the answer the SDK's way: the record is
-published in a ContextVar and on the request context, a refusal is raised as the SDK's
-`MCPError`, and telemetry records what the decision says. It decides nothing itself.
-
-A modern request shaped like one served before is answered from the engine's repeat
-memo before any fact is gathered: one lookup, a counted repeat, a publish.
+Each message becomes a `_Message`: the engine's facts, read lazily from the SDK's request
+context and its connection, and the SDK's ways of applying an outcome (the record
+published on the request context and in a ContextVar, a refusal raised as the SDK's
+`MCPError`, connection state for what a session keeps). It decides nothing itself.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-from ...core import revisions
-from ...core.client_log import report
-from ...core.engine import Decision, Engine, Inbound, Pipe, Shape, UcpRepeat
-from ...core.negotiation import Negotiation, Policy, Transport
-from ...otel import spans as telemetry
+from ...core.engine import Engine
+from ...core.errors import Refusal
+from ...core.negotiation import NO_HEADERS, Policy, Transport
+from ...core.outcome import Known, Outcome
+from .. import listings
 from ..compat import as_exception
-from ..context import Entry, Learning, current
-from ..listings import LISTINGS, listing_call
-from ..origin import NO_HEADERS, UCP_AGENT, http_headers, http_scope, on_stdio, origin
+from ..kernel import advertised, apply, published
+from ..origin import http_scope, origin
 from . import seams
 from .asgi import JUDGED_MARK
 
@@ -53,133 +48,7 @@ class NegotiationMiddleware:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if not self._settled:
             self._settle()
-        if ctx.method in LISTINGS:  # requirements declared, and scoped on request (`catalog`)
-            call_next = listing_call(call_next, self._owner() if self._owner is not None else None)
-        key = base = entry = agent = None  # a repeat: one lookup and a publish
-        if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
-            held = self.engine.held_entry(seams.held(ctx), ctx.method)
-            if ctx.request is not None:  # over HTTP
-                held, agent = _held_over_http(ctx, held)
-            if not isinstance(held, Negotiation):
-                entry = held
-            elif (scope := self.engine.memoised_scope(held, ctx.params, agent)) is not None:  # a UCP call
-                entry = self.repeat_entry(ctx, scope, None)
-            else:
-                entry = await self._scoped(ctx, held, legacy=True, agent=agent)
-        elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
-            pipe: Pipe | None = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
-            if ctx.request is not None:  # over HTTP
-                pipe, agent = _pipe(ctx)
-            key, repeat = self.engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, pipe)
-            if repeat is not None:
-                if repeat.traced is not None:
-                    entry = repeat.published if telemetry.repeated(repeat.traced) else None
-                elif scope := self.engine.memoised_scope(base := repeat.published[0], ctx.params, agent):
-                    entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
-                else:
-                    entry = await self._scoped(ctx, base, legacy=False, agent=agent)
-        if entry is not None:
-            try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
-                setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
-            except (AttributeError, TypeError):
-                pass
-            token = current.set(entry)
-            try:
-                return await call_next(ctx)
-            finally:
-                current.reset(token)
-        return await self._decided(ctx, call_next, key, base)
-
-    async def _scoped(
-        self, ctx: ServerRequestContext[Any, Any], record: Negotiation, *, legacy: bool, agent: bytes | None
-    ) -> Entry | None:
-        """A repeat of a UCP call the memo did not answer (`Engine.memoised_scope`, which answers
-        without an await): its record scoped to the agreement found for this call; None when
-        the agreement cannot be had (the call is decided in full). `legacy`: the record is a
-        session's, whose default profile (stdio) it may use. `agent`: the raw `UCP-Agent`
-        header of a call over HTTP."""
-        started = time.perf_counter()
-        default = seams.held(ctx, seams.UCP_STATE_KEY) if legacy else None
-        repeat = await self.engine.scoped_repeat(record, ctx.params, default, agent)
-        return None if repeat is None else self.repeat_entry(ctx, repeat, started)
-
-    def repeat_entry(
-        self, ctx: ServerRequestContext[Any, Any], repeat: UcpRepeat, started: float | None
-    ) -> Entry:
-        """What a UCP repeat publishes, counted as a repeat of its trace, or traced per call
-        when it has none to link to (`started`: when its scoping began; None: just now): for a
-        tool whose `@requires_ucp` narrowed it before, that narrowed entry (see `Learning`)."""
-        traced = repeat.traced
-        if traced is None or not telemetry.repeated(traced):
-            # (`record_negotiation` counts a repeat of a record it traced before, as `repeated`.)
-            took = 0.0 if started is None else time.perf_counter() - started
-            repeat.traced = telemetry.record_negotiation(ctx.method, repeat.published[0], self.policy, took)
-        tool = ctx.params.get("name") if type(ctx.params) is dict else None
-        if type(tool) is not str:
-            return repeat.published
-        return repeat.by_tool.get(tool) or Learning.of(repeat, tool)
-
-    async def _decided(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        call_next: CallNext,
-        key: Shape | None,
-        base: Negotiation | None,
-    ) -> HandlerResult:
-        """Everything but a repeat: gather the facts, decide, and apply the decision."""
-        started = time.perf_counter()
-        engine = self.engine
-        message = _inbound(ctx)
-        decision = engine.decide(message, base)
-        if decision.judged and (scope := http_scope(ctx.request)) is not None:
-            scope[JUDGED_MARK] = True  # a 400 from here on is no refusal before dispatch
-        if decision.ucp:
-            decision = await engine.with_ucp(decision, message)
-        traced = self._record(ctx, message, decision, started)
-        if key is not None:
-            engine.remember(key, decision, traced)
-        if decision.hold is not None:
-            _hold(ctx, seams.STATE_KEY, decision.hold)
-        if decision.action == "serve" and decision.record is not None:
-            if decision.handshake:
-                return await self._handshake(ctx, call_next, decision.record, started)
-            result = await _publish(ctx, call_next, (decision.record, engine.negotiator))
-            engine.advertise(ctx.method, result)
-            return result
-        if decision.action == "refuse" and decision.refusal is not None:
-            raise as_exception(decision.refusal)
-        return {} if decision.action == "empty" else await call_next(ctx)
-
-    def _record(
-        self, ctx: ServerRequestContext[Any, Any], message: Inbound, decision: Decision, started: float
-    ) -> telemetry.Traced | None:
-        return telemetry.record_decision(
-            ctx.method,
-            decision,
-            self.policy,
-            time.perf_counter() - started,
-            params=ctx.params,
-            protocol_version=ctx.protocol_version,
-            transport=message.transport,
-            session_id=message.session_id,
-        )
-
-    async def _handshake(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, record: Negotiation, started: float
-    ) -> HandlerResult:
-        """A legacy `initialize`: steer the SDK's answer to the agreed revision, then keep the
-        record for the session and trace it."""
-        if not seams.steer_initialize(ctx, record.protocol_version):
-            report(logging.WARNING, "mcp_negotiation: cannot steer the initialize answer; the SDK chooses")
-            return await call_next(ctx)
-        engine = self.engine
-        result = await _publish(ctx, call_next, (record, engine.negotiator))
-        held = engine.handshaken(record, ctx.params, _answered_version(result))
-        _hold(ctx, seams.STATE_KEY, held.record)
-        if engine.ucp is not None:
-            _hold(ctx, seams.UCP_STATE_KEY, held.ucp_default)
-        engine.advertise(ctx.method, result)
-        telemetry.record_negotiation("initialize", record, self.policy, time.perf_counter() - started)
+        result: HandlerResult = await apply(self.engine, _Message(ctx, call_next, self._owner))
         return result
 
     def _settle(self) -> None:
@@ -191,85 +60,116 @@ class NegotiationMiddleware:
             logger.info("mcp_negotiation: moved behind the server's span opener from the next request on")
 
 
-def _pipe(ctx: ServerRequestContext[Any, Any]) -> tuple[Pipe | None, bytes | None]:
-    """What a modern request over HTTP adds to its shape (`RepeatMemo`): the negotiation
-    headers its record would keep (`origin`); and the raw `UCP-Agent` header among them, for
-    its UCP call. None, for a decision in full, for a request the SDK makes while serving
-    another (`seams.served_for_another`), and for `initialize`. A request whose shape is
-    memoised is marked judged here, as `_decided` marks it: a 400 from here on is no refusal
-    before dispatch."""
-    scope = http_scope(ctx.request)
-    if scope is None or ctx.method == "initialize":
-        return None, None
-    kept, sent = http_headers(scope)
-    if seams.served_for_another(ctx.method, sent):
-        return None, None
-    scope[JUDGED_MARK] = True
-    return tuple(kept.items()), kept.get(UCP_AGENT)
+_Where = tuple[Transport, Mapping[str, str], bool, bool]
 
 
-def _held_over_http(
-    ctx: ServerRequestContext[Any, Any], held: Entry | Negotiation | None
-) -> tuple[Entry | Negotiation | None, bytes | None]:
-    """What a legacy session's message over HTTP is served from without a decision, as off
-    HTTP: the entry its held record decides (`Engine.held_entry`), once that record knows its
-    session (otherwise None: `decide` adds it, once); and for a UCP call (the record alone),
-    the raw `UCP-Agent` header it came with, which may name its profile too. A request is
-    marked judged, as `_decided` marks it: a 400 from here on is no refusal before dispatch."""
-    record = held[0] if type(held) is tuple else held
-    if type(record) is not Negotiation or record.session_id is None:
-        return None, None
-    scope = http_scope(ctx.request)
-    if scope is None:
-        return held, None
-    if ctx.request_id is not None:
-        scope[JUDGED_MARK] = True
-    return held, (http_headers(scope)[0].get(UCP_AGENT) if held is record else None)
+class _Message:
+    """One message of mcp 2.x, as the kernel reads and answers it (`kernel.Message`)."""
 
+    __slots__ = ("_call_next", "_ctx", "_origin", "_owner")
 
-def _inbound(ctx: ServerRequestContext[Any, Any]) -> Inbound:
-    """The facts of one message, from the SDK's request context and its connection."""
-    kind = seams.transport_kind(ctx)
-    transport: Transport
-    if kind == seams.DIRECT_KIND:  # the SDK's in-process dispatcher, even when a stdio server's tool runs it
-        transport, headers, sent = "memory", NO_HEADERS, None
-    else:
-        transport, headers, sent = origin(http_scope(ctx.request), http=kind == seams.HTTP_KIND)
-    state = seams.connection_state(ctx)
-    return Inbound(
-        method=ctx.method,
-        params=ctx.params,
-        revision=ctx.protocol_version,
-        transport=transport,
-        headers=headers,
-        notification=ctx.request_id is None,
-        held=state.get(seams.STATE_KEY) if state is not None else None,
-        session_id=seams.session_id(ctx),
-        ucp_default=state.get(seams.UCP_STATE_KEY) if state is not None else None,
-        direct=kind == seams.DIRECT_KIND,
-        on_behalf=seams.served_for_another(ctx.method, sent),
-    )
+    def __init__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, owner: Any) -> None:
+        self._ctx = ctx
+        self._call_next = call_next
+        self._owner = owner
+        self._origin: _Where | None = None
 
+    # --- the facts ------------------------------------------------------------------------
 
-async def _publish(ctx: ServerRequestContext[Any, Any], call_next: CallNext, entry: Entry) -> HandlerResult:
-    """Run the rest of the chain with `entry` published for the handler (see `context`)."""
-    seams.bind(ctx, entry)
-    token = current.set(entry)
-    try:
-        return await call_next(ctx)
-    finally:
-        current.reset(token)
+    @property
+    def method(self) -> str:
+        return self._ctx.method
 
+    @property
+    def params(self) -> Any:
+        return self._ctx.params
 
-def _hold(ctx: ServerRequestContext[Any, Any], key: str, value: object) -> None:
-    """Keep `value` for the rest of the connection, where the SDK offers per-connection state."""
-    state = seams.connection_state(ctx)
-    if state is not None:
-        state[key] = value
+    @property
+    def revision(self) -> str | None:
+        return self._ctx.protocol_version
 
+    @property
+    def notification(self) -> bool:
+        return self._ctx.request_id is None
 
-def _answered_version(result: HandlerResult) -> object:
-    """The revision an `initialize` result announces, whether a dict or a model (FastMCP)."""
-    if isinstance(result, Mapping):
-        return result.get("protocolVersion")
-    return getattr(result, "protocol_version", None)
+    @property
+    def held(self) -> object:
+        return seams.held(self._ctx)
+
+    @property
+    def session_id(self) -> str | None:
+        return seams.session_id(self._ctx)
+
+    @property
+    def transport(self) -> Transport:
+        return self._where()[0]
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self._where()[1]
+
+    @property
+    def direct(self) -> bool:
+        return self._where()[2]
+
+    @property
+    def on_behalf(self) -> bool:
+        return self._where()[3]
+
+    def _where(self) -> _Where:
+        """Where the message came from, read once: (transport, negotiation headers, whether
+        the SDK's in-process dispatcher sent it, whether the SDK sent it itself while
+        serving another request: `seams.served_for_another`)."""
+        where = self._origin
+        if where is not None:
+            return where
+        kind = seams.transport_kind(self._ctx)
+        if kind == seams.DIRECT_KIND:  # in-process, even when a stdio server's tool dispatches
+            made: _Where = ("memory", NO_HEADERS, True, False)
+        else:
+            transport, headers, sent = origin(http_scope(self._ctx.request), http=kind == seams.HTTP_KIND)
+            made = (transport, headers, False, seams.served_for_another(self._ctx.method, sent))
+        self._origin = made
+        return made
+
+    # --- the SDK's ways -----------------------------------------------------------------------
+
+    def hold(self, value: Known | Refusal) -> None:
+        state = seams.connection_state(self._ctx)
+        if state is not None:
+            state[seams.STATE_KEY] = value
+
+    def mark_judged(self) -> None:
+        scope = http_scope(self._ctx.request)
+        if scope is not None:
+            scope[JUDGED_MARK] = True
+
+    def steer(self, revision: str) -> bool:
+        return seams.steer_initialize(self._ctx, revision)
+
+    async def forward(self) -> Any:
+        return await self._call_next(self._ctx)
+
+    async def serve(self, known: Known, outcome: Outcome) -> Any:
+        ctx = self._ctx
+        seams.bind(ctx, known)
+        with published(known):
+            result = await self._call_next(ctx)
+            if outcome.listing:
+                owner = self._owner() if self._owner is not None else None
+                result = await listings.listed(ctx.method, result, owner, known)
+        if outcome.advertise is not None and isinstance(result, dict):
+            advertised(result.get("capabilities"), outcome.advertise)
+        return result
+
+    async def refuse(self, refusal: Refusal) -> Any:
+        raise as_exception(refusal)
+
+    async def empty(self) -> Any:
+        return {}
+
+    def answered(self, result: Any) -> object:
+        """Whether a dict or a model (FastMCP), the revision the answer announces."""
+        if isinstance(result, Mapping):
+            return result.get("protocolVersion")
+        return getattr(result, "protocol_version", None)

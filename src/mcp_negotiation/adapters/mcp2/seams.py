@@ -16,9 +16,8 @@ from typing import Any, Final
 logger = logging.getLogger("mcp_negotiation")
 
 STATE_KEY: Final = "mcp_negotiation.record"
-"""Our key in the SDK's per-connection `Connection.state` scratch dict."""
-UCP_STATE_KEY: Final = "mcp_negotiation.ucp_profile"
-"""Our key there for the stdio extension's session default profile URL."""
+"""Our key in the SDK's per-connection `Connection.state` scratch dict: what the connection
+holds (its handshake's `Known`, or the refusal of a refused one)."""
 BOUND_ATTRIBUTE: Final = "_mcp_negotiation_entry"
 """Where a request's entry is also left: on the SDK's request context."""
 

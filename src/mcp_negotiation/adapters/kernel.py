@@ -1,0 +1,158 @@
+"""The adapter kernel: one message's outcome applied, the same way on both SDK majors.
+
+Each adapter (the mcp 2.x middleware, the mcp 1.x wrapt shell) wraps one inbound message
+in a `Message`: the engine's `Facts`, read lazily over its SDK's context, and the few
+operations only its SDK can do (hold a value for the connection, steer the `initialize`
+answer, hand the message on, answer a refusal). `apply` does the rest, for both: asks the
+engine once, meets the I/O the outcome needs (a profile fetch) and asks again, then
+holds, traces, publishes and answers as the outcome says. No adapter holds a rule about
+what to decide, nor calls the engine anywhere else.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Final, Protocol
+
+from ..core.client_log import report
+from ..core.engine import Engine
+from ..core.errors import Refusal
+from ..core.facts import Facts
+from ..core.outcome import Known, Outcome
+from ..otel import spans
+from .context import current
+
+__all__ = ["MAX_NEEDS", "Message", "advertised", "apply", "decided", "published"]
+
+MAX_NEEDS: Final = 4
+"""Fetches one message may need (a platform's profile, the business's for its version)."""
+
+
+class Message(Facts, Protocol):
+    """One inbound message as an adapter hands it to `apply`: its facts, and its SDK's ways."""
+
+    def hold(self, value: Known | Refusal) -> None:
+        """Keep `value` for the rest of the connection (where the SDK has connections)."""
+        ...
+
+    def mark_judged(self) -> None:
+        """Tell the HTTP layer this message reached negotiation (a 400 after it is no
+        refusal the SDK made before dispatch)."""
+        ...
+
+    def steer(self, revision: str) -> bool:
+        """Make the SDK answer, and commit, `revision` for this `initialize`; False if it cannot."""
+        ...
+
+    async def forward(self) -> Any:
+        """Hand the message on untouched, and answer what the SDK answers."""
+        ...
+
+    async def serve(self, known: Known, outcome: Outcome) -> Any:
+        """Hand the message on with `known` published (`published`), answering a listing as
+        its client reads it and with `outcome.advertise` added (`advertised`)."""
+        ...
+
+    async def refuse(self, refusal: Refusal) -> Any:
+        """Answer `refusal` as the JSON-RPC error it is."""
+        ...
+
+    async def empty(self) -> Any:
+        """Answer an empty result."""
+        ...
+
+    def answered(self, result: Any) -> object:
+        """The revision an `initialize` answer announces."""
+        ...
+
+
+async def apply(engine: Engine, message: Message) -> Any:
+    """Decide `message` and apply the outcome; what the SDK should answer is returned."""
+    started = time.perf_counter()
+    outcome = await decided(engine, message)
+    if outcome.judged:
+        message.mark_judged()
+    known = outcome.known
+    if outcome.steer is not None and known is not None:
+        return await _handshake(engine, message, outcome, known, started)
+    if outcome.hold is not None:
+        message.hold(outcome.hold)
+    if outcome.trace is not None:
+        spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
+    if outcome.action == "serve" and known is not None:
+        return await message.serve(known, outcome)
+    if outcome.action == "refuse" and outcome.refusal is not None:
+        return await message.refuse(outcome.refusal)
+    if outcome.action == "empty":
+        return await message.empty()
+    return await message.forward()
+
+
+async def decided(engine: Engine, facts: Facts) -> Outcome:
+    """The engine's outcome for `facts`, once the I/O it needs is done: each `Need` fetched by
+    the policy's own resolver, and the message decided again with what came back (a
+    profile, or the failure, which the stage that asked turns into the refusal it should
+    be). The driver every caller of the engine shares, an SDK adapter or not."""
+    outcome = engine.decide(facts)
+    fetched: dict[str, object] = {}
+    for _ in range(MAX_NEEDS):
+        need = outcome.need
+        if need is None:
+            return outcome
+        try:
+            fetched[need.url] = await need.resolver.resolve(need.url)
+        except Exception as failure:  # (cancellation is no failure of the resolver's: it goes on up)
+            fetched[need.url] = failure
+        outcome = engine.decide(facts, fetched)
+    if outcome.need is None:
+        return outcome
+    report(logging.ERROR, "mcp_negotiation: a stage kept asking for profiles; passing the request through")
+    return Outcome("pass", judged=outcome.judged)
+
+
+async def _handshake(engine: Engine, message: Message, outcome: Outcome, known: Known, started: float) -> Any:
+    """A legacy `initialize`: steer the SDK's answer to the agreed revision, then keep the
+    record for the connection and trace it."""
+    agreed = outcome.steer
+    if agreed is None or not message.steer(agreed):
+        report(logging.WARNING, "mcp_negotiation: cannot steer the initialize answer; the SDK chooses")
+        return await message.forward()
+    result = await message.serve(known, outcome)
+    answered = message.answered(result)
+    if answered != agreed:
+        report(
+            logging.WARNING,
+            "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
+            answered,
+            agreed,
+        )
+    if outcome.hold is not None:
+        message.hold(outcome.hold)
+    spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
+    return result
+
+
+@contextmanager
+def published(known: Known) -> Iterator[None]:
+    """`known` as the current request's negotiation, for what runs inside (see `context`)."""
+    token = current.set(known)
+    try:
+        yield
+    finally:
+        current.reset(token)
+
+
+def advertised(capabilities: Any, additions: Mapping[str, Mapping[str, Any]]) -> None:
+    """Add what the stages advertise to an answer's `capabilities` map (a copy each time:
+    the SDK or a middleware after ours may amend what it answers)."""
+    if not isinstance(capabilities, dict):
+        return
+    for section, entries in additions.items():
+        held = capabilities.get(section)
+        if not isinstance(held, dict):
+            held = capabilities[section] = {}
+        held.update(copy.deepcopy(dict(entries)))
