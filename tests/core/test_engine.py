@@ -16,7 +16,7 @@ from mcp_negotiation.core import engine as engine_module
 from mcp_negotiation.core.bounded import MAX_ENTRY_BYTES
 from mcp_negotiation.core.engine import Engine
 from mcp_negotiation.core.errors import Refusal
-from mcp_negotiation.core.facts import PlainFacts
+from mcp_negotiation.core.facts import Origin, PlainFacts
 from mcp_negotiation.core.negotiation import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY
 from mcp_negotiation.core.outcome import Known, Need
 from mcp_negotiation.ucp import UCP_EXTENSION_ID, Profile, StaticResolver, UcpPolicy
@@ -210,7 +210,7 @@ def test_a_bug_of_ours_passes_the_message_through_judged_as_it_would_be(
         method = "tools/list"
         revision = MODERN
         notification = False
-        on_behalf = False
+        origin = Origin("memory")
 
         @property
         def params(self) -> Any:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Mapping
 from typing import Any, Final, Protocol
 
 from ..core.client_log import report
@@ -26,7 +25,7 @@ from ..core.outcome import Known, Outcome
 from ..otel import spans
 from .context import current
 
-__all__ = ["MAX_NEEDS", "Message", "advertised", "apply", "decided", "published"]
+__all__ = ["MAX_NEEDS", "Message", "advertised", "apply", "decided"]
 
 MAX_NEEDS: Final = 4
 """Fetches one message may need (a platform's profile, the business's for its version)."""
@@ -39,29 +38,25 @@ class Message(Facts, Protocol):
         """Keep `value` for the rest of the connection (where the SDK has connections)."""
         ...
 
-    def mark_judged(self) -> None:
-        """Tell the HTTP layer this message reached negotiation (a 400 after it is no
-        refusal the SDK made before dispatch)."""
-        ...
-
     def steer(self, revision: str) -> bool:
         """Make the SDK answer, and commit, `revision` for this `initialize`; False if it cannot."""
         ...
 
-    async def forward(self) -> Any:
-        """Hand the message on untouched, and answer what the SDK answers."""
+    def forward(self, known: Known | None, outcome: Outcome) -> Awaitable[Any]:
+        """Hand the message on (with `known` published, by the kernel, when there is one), and
+        answer what the SDK answers: a listing as its client reads it (`listings`), with
+        `outcome.advertise` added (`advertised`).
+
+        This and the two below tell the HTTP layer, where there is one, when the outcome is
+        `judged`: the message reached negotiation, so a 400 after it is no refusal the SDK
+        made before dispatch."""
         ...
 
-    async def serve(self, known: Known, outcome: Outcome) -> Any:
-        """Hand the message on with `known` published (`published`), answering a listing as
-        its client reads it and with `outcome.advertise` added (`advertised`)."""
-        ...
-
-    async def refuse(self, refusal: Refusal) -> Any:
+    async def refuse(self, refusal: Refusal, outcome: Outcome) -> Any:
         """Answer `refusal` as the JSON-RPC error it is."""
         ...
 
-    async def empty(self) -> Any:
+    async def empty(self, outcome: Outcome) -> Any:
         """Answer an empty result."""
         ...
 
@@ -73,31 +68,61 @@ class Message(Facts, Protocol):
 async def apply(engine: Engine, message: Message) -> Any:
     """Decide `message` and apply the outcome; what the SDK should answer is returned."""
     started = time.perf_counter()
-    outcome = await decided(engine, message)
-    if outcome.judged:
-        message.mark_judged()
+    outcome = engine.decide(message)
+    if outcome.need is not None:
+        outcome = await _met(engine, message, outcome)
+    steer = outcome.steer
+    if steer is not None and not message.steer(steer):
+        report(logging.WARNING, "mcp_negotiation: cannot steer the initialize answer; the SDK chooses")
+        return await message.forward(None, outcome._replace(advertise=None))
+    if steer is None:  # (a handshake is kept, and traced, once the SDK has answered it)
+        if outcome.hold is not None:
+            message.hold(outcome.hold)
+        if outcome.trace is not None:
+            spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
     known = outcome.known
-    if outcome.steer is not None and known is not None:
-        return await _handshake(engine, message, outcome, known, started)
+    if outcome.action == "serve" and known is not None:
+        token = current.set(known)  # what runs inside reads it (see `context`)
+        try:
+            result = await message.forward(known, outcome)
+        finally:
+            current.reset(token)
+        if steer is not None:
+            _answered(engine, message, outcome, result, started)
+        return result
+    if outcome.action == "refuse" and outcome.refusal is not None:
+        return await message.refuse(outcome.refusal, outcome)
+    if outcome.action == "empty":
+        return await message.empty(outcome)
+    return await message.forward(None, outcome)
+
+
+def _answered(engine: Engine, message: Message, outcome: Outcome, result: Any, started: float) -> None:
+    """A legacy `initialize` the SDK answered at the revision it was steered to: kept, traced."""
+    answered = message.answered(result)
+    if answered != outcome.steer:
+        report(
+            logging.WARNING,
+            "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
+            answered,
+            outcome.steer,
+        )
     if outcome.hold is not None:
         message.hold(outcome.hold)
-    if outcome.trace is not None:
-        spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
-    if outcome.action == "serve" and known is not None:
-        return await message.serve(known, outcome)
-    if outcome.action == "refuse" and outcome.refusal is not None:
-        return await message.refuse(outcome.refusal)
-    if outcome.action == "empty":
-        return await message.empty()
-    return await message.forward()
+    spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
 
 
 async def decided(engine: Engine, facts: Facts) -> Outcome:
-    """The engine's outcome for `facts`, once the I/O it needs is done: each `Need` fetched by
-    the policy's own resolver, and the message decided again with what came back (a
-    profile, or the failure, which the stage that asked turns into the refusal it should
-    be). The driver every caller of the engine shares, an SDK adapter or not."""
+    """The engine's outcome for `facts`, once the I/O it needs is done (see `_met`): the
+    driver every caller of the engine shares, an SDK adapter or not."""
     outcome = engine.decide(facts)
+    return outcome if outcome.need is None else await _met(engine, facts, outcome)
+
+
+async def _met(engine: Engine, facts: Facts, outcome: Outcome) -> Outcome:
+    """`outcome` once the I/O it needs is done: each `Need` fetched by the policy's own
+    resolver, and the message decided again with what came back (a profile, or the failure,
+    which the stage that asked turns into the refusal it should be)."""
     fetched: dict[str, object] = {}
     for _ in range(MAX_NEEDS):
         need = outcome.need
@@ -112,38 +137,6 @@ async def decided(engine: Engine, facts: Facts) -> Outcome:
         return outcome
     report(logging.ERROR, "mcp_negotiation: a stage kept asking for profiles; passing the request through")
     return Outcome("pass", judged=outcome.judged)
-
-
-async def _handshake(engine: Engine, message: Message, outcome: Outcome, known: Known, started: float) -> Any:
-    """A legacy `initialize`: steer the SDK's answer to the agreed revision, then keep the
-    record for the connection and trace it."""
-    agreed = outcome.steer
-    if agreed is None or not message.steer(agreed):
-        report(logging.WARNING, "mcp_negotiation: cannot steer the initialize answer; the SDK chooses")
-        return await message.forward()
-    result = await message.serve(known, outcome)
-    answered = message.answered(result)
-    if answered != agreed:
-        report(
-            logging.WARNING,
-            "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
-            answered,
-            agreed,
-        )
-    if outcome.hold is not None:
-        message.hold(outcome.hold)
-    spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
-    return result
-
-
-@contextmanager
-def published(known: Known) -> Iterator[None]:
-    """`known` as the current request's negotiation, for what runs inside (see `context`)."""
-    token = current.set(known)
-    try:
-        yield
-    finally:
-        current.reset(token)
 
 
 def advertised(capabilities: Any, additions: Mapping[str, Mapping[str, Any]]) -> None:

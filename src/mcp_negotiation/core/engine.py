@@ -28,7 +28,7 @@ from . import revisions
 from .bounded import MAX_ENTRY_BYTES, BoundedCache
 from .client_log import report
 from .errors import NegotiationRefused, Refusal
-from .facts import Facts
+from .facts import Facts, Origin
 from .frozen_json import MARSHAL_VERSION, is_object
 from .listings import LISTINGS
 from .negotiation import (
@@ -39,7 +39,7 @@ from .negotiation import (
     Policy,
     retained_size,
 )
-from .outcome import EMPTY, PASS, Known, Need, Outcome
+from .outcome import EMPTY, PASS, Known, Need, Outcome, TraceKind
 from .stages import Fetched, Stage
 
 __all__ = ["EXEMPT", "MEMO_SIZE", "NOTHING_FETCHED", "Engine"]
@@ -52,6 +52,8 @@ session), besides `bounded.MAX_CACHE_BYTES` of memory."""
 NOTHING_FETCHED: Final[Fetched] = MappingProxyType({})
 ANSWERED_IN: Final = {"legacy": "initialize", "modern": "server/discover"}
 """Where each era's clients are told what the stages advertise."""
+_SERVED: Final = "engine.served"
+"""The key of the outcomes a `Known` is served with (see `Engine._decide`)."""
 
 
 class Engine:
@@ -76,12 +78,72 @@ class Engine:
         """
         method = facts.method
         revision = facts.revision or revisions.UNANNOUNCED
-        modern = revisions.era(revision) == "modern"
-        judged = not facts.notification and not (modern and (method == "initialize" or facts.on_behalf))
+        modern = revision in revisions.MODERN
+        origin = facts.origin if modern else None
+        on_behalf = origin is not None and origin.on_behalf
+        judged = not facts.notification and not (modern and (method == "initialize" or on_behalf))
         try:
-            return self._decide(facts, method, revision, modern, judged, fetched)
+            if facts.notification:
+                # Never refused; a legacy notification still sees its session's record.
+                known, hold = self._held(facts, check=False)
+                return PASS if known is None else Outcome("serve", known, hold=hold)
+            if method == "initialize":
+                # Modern: a removed method, needing no envelope: the SDK's own -32601, as an
+                # unwrapped server answers it, not a verdict on what it never had to carry.
+                return PASS if modern else self._handshake(facts)
+            if on_behalf and origin is not None:
+                # Negotiated, so that a server listing its tools per client lists this client's,
+                # but neither traced nor refused: the client's own request is, next.
+                known = self._enveloped(facts, origin, check=method not in EXEMPT)
+                return Outcome("serve", known, listing=method in LISTINGS)
+            check = method not in EXEMPT
+            hold = None
+            traced = True  # what each request carries is traced per request; a session's, once
+            if origin is not None:
+                known = self._enveloped(facts, origin, check=check)
+            else:
+                known, hold = self._held(facts, check=check)
+                if known is not None:
+                    traced = False
+                elif (origin := facts.origin).direct and _has_envelope(facts.params):
+                    # The SDK's in-process dispatcher adopts whatever revision an envelope names,
+                    # "zzz" or a handshake one: the envelope is negotiated as one (a handshake
+                    # revision in it is -32022, as the SDK itself answers on every other path).
+                    known = self._enveloped(facts, origin, check=check)
+                else:
+                    known = self._sessionless(facts, revision)
+            for stage in self.stages:
+                step = stage.on_request(known, facts, fetched)
+                if step is None:
+                    continue
+                if type(step) is Need:
+                    return Outcome("pass", need=step, judged=judged)
+                if type(step) is Refusal:
+                    return Outcome("refuse", refusal=step, hold=hold, trace="refused", judged=judged)
+                assert isinstance(step, Known)
+                known, traced = step, True  # a record scoped per call is traced per call
+            listing = method in LISTINGS
+            trace: TraceKind | None = "negotiated" if traced else None
+            if hold is not None or method == ANSWERED_IN["modern"]:
+                advertised = self._advertised["modern"] if method == ANSWERED_IN["modern"] else None
+                return Outcome(
+                    "serve",
+                    known,
+                    hold=hold,
+                    advertise=advertised,
+                    trace=trace,
+                    listing=listing,
+                    judged=judged,
+                )
+            # What a repeat is served with is the same every time: made once, kept on its `Known`.
+            key = (_SERVED, trace, listing, judged)
+            served: Outcome | None = known.derived.get(key)
+            if served is None:
+                made = Outcome("serve", known, trace=trace, listing=listing, judged=judged)
+                served = known.derive(key, made)
+            return served
         except NegotiationRefused as refused:
-            return self._refused(facts, modern, judged, refused.refusal)
+            return self._refused(facts, on_behalf, judged, refused.refusal)
         except Exception as error:
             report(
                 logging.ERROR,
@@ -90,61 +152,8 @@ class Engine:
             )
             return Outcome("pass", judged=judged)
 
-    def _decide(
-        self, facts: Facts, method: str, revision: str, modern: bool, judged: bool, fetched: Fetched
-    ) -> Outcome:
-        if facts.notification:
-            # Never refused; a legacy notification still sees its session's record.
-            known, hold = self._held(facts, check=False)
-            return PASS if known is None else Outcome("serve", known, hold=hold)
-        if method == "initialize":
-            # Modern: a removed method, needing no envelope: the SDK's own -32601, as an
-            # unwrapped server answers it, not a verdict on what it never had to carry.
-            return PASS if modern else self._handshake(facts)
-        if modern and facts.on_behalf:
-            # Negotiated, so that a server listing its tools per client lists this client's,
-            # but neither traced nor refused: the client's own request is, next.
-            known = self._enveloped(facts, check=method not in EXEMPT)
-            return Outcome("serve", known, listing=method in LISTINGS)
-        check = method not in EXEMPT
-        hold = None
-        traced = True  # what each request carries is traced per request; a session's, once
-        if modern:
-            known = self._enveloped(facts, check=check)
-        else:
-            known, hold = self._held(facts, check=check)
-            if known is not None:
-                traced = False
-            elif facts.direct and _has_envelope(facts.params):
-                # The SDK's in-process dispatcher adopts whatever revision an envelope names,
-                # "zzz" or a handshake one: the envelope is negotiated as one (a handshake
-                # revision in it is -32022, as the SDK itself answers on every other path).
-                known = self._enveloped(facts, check=check)
-            else:
-                known = self._sessionless(facts, revision)
-        for stage in self.stages:
-            step = stage.on_request(known, facts, fetched)
-            if step is None:
-                continue
-            if type(step) is Need:
-                return Outcome("pass", need=step, judged=judged)
-            if type(step) is Refusal:
-                return Outcome("refuse", refusal=step, hold=hold, trace="refused", judged=judged)
-            assert isinstance(step, Known)
-            known, traced = step, True  # a record scoped per call is traced per call
-        advertised = self._advertised["modern"] if method == ANSWERED_IN["modern"] else None
-        return Outcome(
-            "serve",
-            known,
-            hold=hold,
-            advertise=advertised,
-            trace="negotiated" if traced else None,
-            listing=method in LISTINGS,
-            judged=judged,
-        )
-
-    def _refused(self, facts: Facts, modern: bool, judged: bool, refusal: Refusal) -> Outcome:
-        if modern and facts.on_behalf:
+    def _refused(self, facts: Facts, on_behalf: bool, judged: bool, refusal: Refusal) -> Outcome:
+        if on_behalf:
             return EMPTY  # an empty result, from which the SDK checks nothing and logs no error
         hold = None
         if facts.method == "initialize" and type(facts.held) is not Known:
@@ -165,10 +174,12 @@ class Engine:
             return None, None
         negotiator = self.negotiator
         record = held.record
-        if not negotiator.withdrawals.stands_for(record):
-            # The day or the policy changed since the record was made (or last refreshed).
+        withdrawals = negotiator.withdrawals
+        if record.withheld is not withdrawals.current or withdrawals.monotonic() >= withdrawals.until:
+            # The day or the policy changed since the record was made (or last refreshed),
+            # or the day is to be read again (`Withdrawals.stands_for`).
             record = negotiator.refreshed(record, check)
-        if record.session_id is None and (session_id := facts.session_id):
+        if record.session_id is None and record.transport == "http" and (session_id := facts.session_id):
             # Stateful HTTP on mcp 1.x: the SDK routed the request by this id, so it is the
             # server's; `initialize` carried none (the id comes with its answer).
             record = replace(record, session_id=session_id)
@@ -177,22 +188,31 @@ class Engine:
         known = Known(record, negotiator, session=held.session)
         return known, known
 
-    def _enveloped(self, facts: Facts, *, check: bool) -> Known:
-        """The `Known` of a request carrying its own envelope (memoised by its content);
-        with `check`, refused when it lacks a capability the policy requires."""
+    def _enveloped(self, facts: Facts, origin: Origin, *, check: bool) -> Known:
+        """The `Known` of a request carrying its own envelope (memoised by its content: equal
+        bytes of its three values mean equal envelopes, `true` is not `1`, and equal ones in
+        another key order merely miss); with `check`, refused when it lacks a capability the
+        policy requires."""
         params = facts.params
-        meta = params.get("_meta") if is_object(params) else None
-        transport, headers = facts.transport, facts.headers
+        meta = params.get("_meta") if type(params) is dict or is_object(params) else None
+        transport, headers = origin.transport, origin.headers
         negotiator = self.negotiator
-        text = _encoded(meta)
-        key = (transport, negotiator.withdrawn, text, *headers.items()) if text is not None else None
+        text = None
+        try:
+            if type(meta) is dict or is_object(meta):
+                get = meta.get
+                envelope = (get(PROTOCOL_VERSION_KEY), get(CLIENT_CAPABILITIES_KEY), get(CLIENT_INFO_KEY))
+                text = marshal.dumps(envelope, MARSHAL_VERSION)
+        except ValueError:  # not plain JSON values (nested past marshal's depth, say): not memoised
+            text = None
+        key = (transport, negotiator.withdrawals.now(), text, *headers.items()) if text is not None else None
         known = self.memo.get(key) if key is not None else None
         if known is None:
             record = negotiator.request(meta, transport=transport, headers=headers, check_required=False)
             known = Known(record, negotiator)
             if key is not None and text is not None:
                 self._keep(key, known, len(text))
-        if check:
+        if check and self.policy.required_capabilities:
             negotiator.check_required(known.record)
         return known
 
@@ -201,10 +221,10 @@ class Engine:
         POST gets a fresh connection, or a request before `initialize`. What the client
         declared is unknown (see `Negotiator.without_session`)."""
         negotiator = self.negotiator
-        transport, headers = facts.transport, facts.headers
+        transport, headers = facts.origin[:2]
         any_revision = facts.method == "ping"
         negotiator.check_sessionless(revision, transport, any_revision=any_revision)
-        key = (transport, negotiator.withdrawn, revision, *headers.items())  # (a str: no envelope's key)
+        key = (transport, negotiator.withdrawals.now(), revision, *headers.items())  # (a str: no envelope's)
         known = self.memo.get(key)
         if known is None:
             record = negotiator.without_session(
@@ -224,8 +244,9 @@ class Engine:
         """A legacy `initialize`: the record, whose revision the SDK must answer, kept by the
         connection once the SDK answered."""
         params = facts.params
+        origin = facts.origin
         record = self.negotiator.initialize(
-            params, transport=facts.transport, headers=facts.headers, session_id=facts.session_id
+            params, transport=origin.transport, headers=origin.headers, session_id=facts.session_id
         )
         if record.degraded:
             report(
@@ -247,19 +268,6 @@ class Engine:
             trace="negotiated",
             judged=True,
         )
-
-
-def _encoded(meta: Any) -> bytes | None:
-    """An envelope's three values, encoded exactly: equal bytes mean equal envelopes (`true`
-    is not `1`; equal envelopes in another key order merely miss). None for what cannot be
-    memoised: no envelope, or not plain JSON values (nested past marshal's depth, say)."""
-    if not is_object(meta):
-        return None
-    values = (meta.get(PROTOCOL_VERSION_KEY), meta.get(CLIENT_CAPABILITIES_KEY), meta.get(CLIENT_INFO_KEY))
-    try:
-        return marshal.dumps(values, MARSHAL_VERSION)
-    except ValueError:
-        return None
 
 
 def _has_envelope(params: Any) -> bool:

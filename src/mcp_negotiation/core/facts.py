@@ -10,11 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .negotiation import NO_HEADERS, Transport
 
-__all__ = ["Facts", "PlainFacts"]
+__all__ = ["Facts", "Origin", "PlainFacts"]
+
+
+class Origin(NamedTuple):
+    """Where a message came from, read at once (the SDK tells these together).
+
+    `headers`: the negotiation headers it came with (`MCP-Protocol-Version`, `UCP-Agent`),
+    never any other; `direct`: the SDK's in-process dispatcher, which adopts whatever revision
+    an envelope names; `on_behalf`: a request the SDK makes itself while serving the
+    client's own.
+    """
+
+    transport: Transport
+    headers: Mapping[str, str] = NO_HEADERS
+    direct: bool = False
+    on_behalf: bool = False
+
+    @property
+    def origin(self) -> Origin:
+        return Origin(self.transport, self.headers, self.direct, self.on_behalf)
 
 
 class Facts(Protocol):
@@ -25,11 +44,8 @@ class Facts(Protocol):
       specification's default for a request without `MCP-Protocol-Version`);
     - `held`: what the connection holds from earlier messages (a `Known`, the `Refusal` of a
       refused handshake, or None);
-    - `headers`: the negotiation headers the message came with (`MCP-Protocol-Version`,
-      `UCP-Agent`), never any other;
     - `session_id`: the connection's session, where the SDK has one;
-    - `direct`: the SDK's in-process dispatcher, which adopts whatever revision an envelope
-      names; `on_behalf`: a request the SDK makes itself while serving the client's own.
+    - `origin`: where it came from (`Origin`).
     """
 
     @property
@@ -41,17 +57,11 @@ class Facts(Protocol):
     @property
     def notification(self) -> bool: ...
     @property
-    def transport(self) -> Transport: ...
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-    @property
     def held(self) -> object: ...
     @property
     def session_id(self) -> str | None: ...
     @property
-    def direct(self) -> bool: ...
-    @property
-    def on_behalf(self) -> bool: ...
+    def origin(self) -> Origin: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +78,7 @@ class PlainFacts:
     session_id: str | None = None
     direct: bool = False
     on_behalf: bool = False
+
+    @property
+    def origin(self) -> Origin:
+        return Origin(self.transport, self.headers, self.direct, self.on_behalf)

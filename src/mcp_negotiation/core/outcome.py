@@ -10,8 +10,8 @@ connection, a modern envelope's with the engine's memo.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from .errors import Refusal
 
@@ -86,9 +86,8 @@ Action = Literal["pass", "serve", "refuse", "empty"]
 TraceKind = Literal["negotiated", "refused"]
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """Every effect of one decision, for the adapter to apply.
+class Outcome(NamedTuple):
+    """Every effect of one decision, for the adapter to apply (immutable: a tuple).
 
     - `action`: `pass` (hand the message to the SDK untouched), `serve` (publish `known`,
       then hand it on), `refuse` (answer `refusal` instead), `empty` (answer an empty
@@ -113,7 +112,7 @@ class Outcome:
     trace: TraceKind | None = None
     listing: bool = False
     judged: bool = False
-    need: Need | None = field(default=None)
+    need: Need | None = None
 
 
 PASS: Final = Outcome("pass")

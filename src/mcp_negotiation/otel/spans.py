@@ -415,8 +415,10 @@ def record_outcome(facts: Facts, outcome: Outcome, policy: Policy, duration: flo
             duration,
             params=facts.params,
             protocol_version=facts.revision or revisions.UNANNOUNCED,
-            transport=facts.transport,
+            transport=facts.origin.transport,
             session_id=facts.session_id,
         )
-    elif outcome.trace == "negotiated" and outcome.known is not None:
-        record_negotiation(facts.method, outcome.known, policy, duration)
+    elif outcome.trace == "negotiated" and (known := outcome.known) is not None:
+        traced = known.traced
+        if traced is None or policy.trace_every_request or not repeated(traced):
+            record_negotiation(facts.method, known, policy, duration)

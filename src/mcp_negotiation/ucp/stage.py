@@ -141,7 +141,7 @@ class UcpStage:
         try:
             url = platform_profile_url(
                 facts.params,
-                facts.headers,
+                facts.origin.headers,
                 session_default=known.session.get(UCP_SESSION_KEY),
                 legacy_meta=policy.legacy_meta,
             )

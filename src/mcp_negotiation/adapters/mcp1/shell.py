@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -24,12 +24,13 @@ import wrapt
 from ...core import revisions
 from ...core.engine import Engine
 from ...core.errors import Refusal
-from ...core.negotiation import Negotiator, Policy, Transport, policy_given
+from ...core.facts import Origin
+from ...core.negotiation import Negotiator, Policy, policy_given
 from ...core.outcome import Known, Outcome
 from .. import listings
 from ..compat import PENDING_REFUSALS, error_data
 from ..installing import negotiate_built, unavailable
-from ..kernel import advertised, apply, published
+from ..kernel import advertised, apply
 from ..origin import http_scope, origin, stdio_wrapper
 from . import seams
 
@@ -139,12 +140,9 @@ class _Message:
         return False
 
     @property
-    def transport(self) -> Transport:
-        return origin(http_scope(seams.http_request(self._carrier)))[0]
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        return origin(http_scope(seams.http_request(self._carrier)))[1]
+    def origin(self) -> Origin:
+        transport, headers, _ = origin(http_scope(seams.http_request(self._carrier)))
+        return Origin(transport, headers)
 
     @property
     def held(self) -> object:
@@ -155,14 +153,6 @@ class _Message:
         # Taken only for a session's request: anything else a client sends there is never taken.
         return seams.session_id_sent(seams.http_request(self._carrier)) if type(self.held) is Known else None
 
-    @property
-    def direct(self) -> bool:
-        return False
-
-    @property
-    def on_behalf(self) -> bool:
-        return False
-
     def _request_headers(self) -> Any:
         return getattr(seams.http_request(self._carrier), "headers", None) or {}
 
@@ -171,9 +161,6 @@ class _Message:
     def hold(self, value: Known | Refusal) -> None:
         _held[self._session] = value
 
-    def mark_judged(self) -> None:
-        """1.x records no refusals before dispatch (see `asgi`): nothing to tell."""
-
     def steer(self, revision: str) -> bool:
         """1.x answers `initialize` with the params' version when it knows it, else its newest."""
         if self._params.protocolVersion != revision:
@@ -181,21 +168,19 @@ class _Message:
         self._steered = revision
         return True
 
-    async def forward(self) -> Any:
-        return await self._answer
+    async def forward(self, known: Known | None, outcome: Outcome) -> Any:
+        if known is None:
+            return await self._answer
+        pending = PENDING_REFUSALS.set([])
+        answering = _answering.set((self._method, outcome, known, self._holder.owner))
+        try:
+            return await self._answer
+        finally:
+            _answering.reset(answering)
+            PENDING_REFUSALS.reset(pending)
 
-    async def serve(self, known: Known, outcome: Outcome) -> Any:
-        owner = self._holder.owner
-        with published(known):
-            pending = PENDING_REFUSALS.set([])
-            answering = _answering.set((self._method, outcome, known, owner))
-            try:
-                return await self._answer
-            finally:
-                _answering.reset(answering)
-                PENDING_REFUSALS.reset(pending)
-
-    async def refuse(self, refusal: Refusal) -> Any:
+    async def refuse(self, refusal: Refusal, outcome: Outcome) -> Any:
+        """(1.x records no refusals before dispatch, `asgi`: no HTTP layer to tell.)"""
         self._answer.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
         if self._method == "initialize":
             with self._carrier:
@@ -204,7 +189,7 @@ class _Message:
             await self._carrier.respond(error_data(refusal))
         return None
 
-    async def empty(self) -> Any:
+    async def empty(self, outcome: Outcome) -> Any:
         return await self._answer  # 1.x makes no requests of its own while serving another
 
     def answered(self, result: Any) -> object:

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, Final
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from ...core.engine import Engine
 from ...core.errors import Refusal
-from ...core.negotiation import NO_HEADERS, Policy, Transport
+from ...core.facts import Origin
+from ...core.negotiation import NO_HEADERS, Policy
 from ...core.outcome import Known, Outcome
 from .. import listings
 from ..compat import as_exception
-from ..kernel import advertised, apply, published
+from ..kernel import advertised, apply
 from ..origin import http_scope, origin
 from . import seams
 from .asgi import JUDGED_MARK
@@ -45,11 +46,11 @@ class NegotiationMiddleware:
         self.policy = policy
         self.engine = Engine(policy)
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Awaitable[HandlerResult]:
+        """The kernel's handling of the message (the SDK awaits what a middleware returns)."""
         if not self._settled:
             self._settle()
-        result: HandlerResult = await apply(self.engine, _Message(ctx, call_next, self._owner))
-        return result
+        return apply(self.engine, _Message(ctx, call_next, self._owner))
 
     def _settle(self) -> None:
         """Once: make sure we sit right after the server's span opener (see `__init__`)."""
@@ -60,77 +61,54 @@ class NegotiationMiddleware:
             logger.info("mcp_negotiation: moved behind the server's span opener from the next request on")
 
 
-_Where = tuple[Transport, Mapping[str, str], bool, bool]
+DIRECT: Final = Origin("memory", NO_HEADERS, direct=True)
 
 
 class _Message:
-    """One message of mcp 2.x, as the kernel reads and answers it (`kernel.Message`)."""
+    """One message of mcp 2.x, as the kernel reads and answers it (`kernel.Message`): the
+    request context's own fields as they are, where it came from only when asked."""
 
-    __slots__ = ("_call_next", "_ctx", "_origin", "_owner")
+    __slots__ = (
+        "_call_next",
+        "_ctx",
+        "_origin",
+        "_owner",
+        "held",
+        "method",
+        "notification",
+        "params",
+        "revision",
+    )
 
     def __init__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, owner: Any) -> None:
         self._ctx = ctx
         self._call_next = call_next
         self._owner = owner
-        self._origin: _Where | None = None
-
-    # --- the facts ------------------------------------------------------------------------
-
-    @property
-    def method(self) -> str:
-        return self._ctx.method
-
-    @property
-    def params(self) -> Any:
-        return self._ctx.params
-
-    @property
-    def revision(self) -> str | None:
-        return self._ctx.protocol_version
-
-    @property
-    def notification(self) -> bool:
-        return self._ctx.request_id is None
-
-    @property
-    def held(self) -> object:
-        return seams.held(self._ctx)
+        self._origin: Origin | None = None
+        self.method: str = ctx.method
+        self.params: Any = ctx.params
+        self.revision: str | None = ctx.protocol_version
+        self.notification = ctx.request_id is None
+        self.held: object = seams.held(ctx)
 
     @property
     def session_id(self) -> str | None:
         return seams.session_id(self._ctx)
 
     @property
-    def transport(self) -> Transport:
-        return self._where()[0]
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        return self._where()[1]
-
-    @property
-    def direct(self) -> bool:
-        return self._where()[2]
-
-    @property
-    def on_behalf(self) -> bool:
-        return self._where()[3]
-
-    def _where(self) -> _Where:
-        """Where the message came from, read once: (transport, negotiation headers, whether
-        the SDK's in-process dispatcher sent it, whether the SDK sent it itself while
-        serving another request: `seams.served_for_another`)."""
-        where = self._origin
-        if where is not None:
-            return where
-        kind = seams.transport_kind(self._ctx)
-        if kind == seams.DIRECT_KIND:  # in-process, even when a stdio server's tool dispatches
-            made: _Where = ("memory", NO_HEADERS, True, False)
-        else:
-            transport, headers, sent = origin(http_scope(self._ctx.request), http=kind == seams.HTTP_KIND)
-            made = (transport, headers, False, seams.served_for_another(self._ctx.method, sent))
-        self._origin = made
-        return made
+    def origin(self) -> Origin:
+        """The SDK's in-process dispatcher (even when a stdio server's tool dispatches), or its
+        transport, with the negotiation headers of an HTTP request and whether the SDK sent it
+        itself while serving another. Read once."""
+        if self._origin is None:
+            ctx = self._ctx
+            kind = seams.transport_kind(ctx)
+            if kind == seams.DIRECT_KIND:
+                self._origin = DIRECT
+            else:
+                transport, headers, sent = origin(http_scope(ctx.request), http=kind == seams.HTTP_KIND)
+                self._origin = Origin(transport, headers, False, seams.served_for_another(ctx.method, sent))
+        return self._origin
 
     # --- the SDK's ways -----------------------------------------------------------------------
 
@@ -139,33 +117,43 @@ class _Message:
         if state is not None:
             state[seams.STATE_KEY] = value
 
-    def mark_judged(self) -> None:
-        scope = http_scope(self._ctx.request)
-        if scope is not None:
+    def _judged(self, outcome: Outcome) -> None:
+        request = self._ctx.request
+        if outcome.judged and request is not None and (scope := http_scope(request)) is not None:
             scope[JUDGED_MARK] = True
 
     def steer(self, revision: str) -> bool:
         return seams.steer_initialize(self._ctx, revision)
 
-    async def forward(self) -> Any:
-        return await self._call_next(self._ctx)
-
-    async def serve(self, known: Known, outcome: Outcome) -> Any:
+    def forward(self, known: Known | None, outcome: Outcome) -> Awaitable[Any]:
         ctx = self._ctx
-        seams.bind(ctx, known)
-        with published(known):
-            result = await self._call_next(ctx)
-            if outcome.listing:
-                owner = self._owner() if self._owner is not None else None
-                result = await listings.listed(ctx.method, result, owner, known)
+        if ctx.request is not None:
+            self._judged(outcome)
+        if known is not None:
+            try:  # noqa: SIM105 - left on the SDK's context too (`seams.entry_bound_to`)
+                setattr(ctx, seams.BOUND_ATTRIBUTE, known)
+            except (AttributeError, TypeError):  # a slotted or frozen context: the ContextVar answers
+                pass
+        if outcome.listing or outcome.advertise is not None:
+            return self._answered(known, outcome)
+        return self._call_next(ctx)
+
+    async def _answered(self, known: Known | None, outcome: Outcome) -> Any:
+        """The SDK's answer, as the outcome says it is read (a listing) or added to."""
+        result = await self._call_next(self._ctx)
+        if outcome.listing:
+            owner = self._owner() if self._owner is not None else None
+            result = await listings.listed(self._ctx.method, result, owner, known)
         if outcome.advertise is not None and isinstance(result, dict):
             advertised(result.get("capabilities"), outcome.advertise)
         return result
 
-    async def refuse(self, refusal: Refusal) -> Any:
+    async def refuse(self, refusal: Refusal, outcome: Outcome) -> Any:
+        self._judged(outcome)
         raise as_exception(refusal)
 
-    async def empty(self) -> Any:
+    async def empty(self, outcome: Outcome) -> Any:
+        self._judged(outcome)
         return {}
 
     def answered(self, result: Any) -> object:

@@ -100,21 +100,9 @@ def steer_initialize(ctx: Any, agreed: str) -> bool:
     return True
 
 
-def bind(ctx: Any, entry: object) -> None:
-    """Leave a request's entry on the SDK's request context too (see `entry_bound_to`).
-
-    The SDK's context is a plain dataclass today; a slotted or frozen one refuses the
-    attribute, and then the ContextVar alone answers. Per request, so written to cost
-    one attribute store.
-    """
-    try:  # noqa: SIM105  (suppress() costs a microsecond per request)
-        setattr(ctx, BOUND_ATTRIBUTE, entry)
-    except (AttributeError, TypeError):
-        pass
-
-
 def entry_bound_to(ctx: object) -> Any:
-    """The entry `bind` left on the request context behind a handler's `ctx`, or None.
+    """The entry the middleware left on the request context behind a handler's `ctx` (under
+    `BOUND_ATTRIBUTE`; a slotted or frozen context refuses it), or None.
 
     MCPServer's (and FastMCP's) `Context` is a pydantic model holding the request context
     as a private attribute; its `request_context` property costs microseconds through
