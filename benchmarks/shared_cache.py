@@ -1,22 +1,13 @@
 """What the fleet-shared profile cache costs on the hot path: Redis commands per cached call.
 
-    .nox/bench/bin/python benchmarks/shared_cache.py            # 3 replicas x 10,000 cached resolves
-    .nox/bench/bin/python benchmarks/shared_cache.py --quick    # 3 x 200, a smoke run
+    .nox/bench/bin/python benchmarks/shared_cache.py [--quick]   # 3 replicas x 10,000 (200) resolves
 
-(`python3 dev.py nox -s bench` builds that environment and installs redis-server.)
-
-A real redis-server (Debian's package, on an ephemeral loopback port) and a local HTTPS
-profile host, as in the tests. Three `HttpsProfileResolver`s, each with its own
-`RedisProfileCache` (its own connections), stand for three replicas. Counted with Redis's
-own `INFO commandstats` (INFO's own calls left out):
-
-1. the cold path: 3 replicas x 100 concurrent resolves of a profile no one holds: the
-   profile host's hits and the store's commands;
-2. the hot path: N resolves per replica while each holds a fresh copy: the store's
-   commands (the claim: 0) and the time per resolve, next to the same resolver without a
-   shared cache, alternating one by one.
-
-Prints a Markdown section (benchmarks/RESULTS.md keeps it under its own heading).
+A real redis-server on a loopback port and a local HTTPS profile host, as in the tests; three
+`HttpsProfileResolver`s with a `RedisProfileCache` each stand for three replicas. Counted by
+Redis's `INFO commandstats`: the cold path (3 x 100 concurrent resolves of a profile no one
+holds: host hits, store commands) and the hot path (resolves while each holds a fresh copy:
+store commands, the claim being 0, and time per resolve beside a resolver without the shared
+cache). Prints a Markdown section (not part of RESULTS.md).
 """
 
 from __future__ import annotations

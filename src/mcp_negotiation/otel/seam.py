@@ -13,7 +13,7 @@ the rest of the repeat:
   and a new `Link` on every call, then appends the link under the span's lock with its
   private `_add_link`. A link that carries no attributes can be built once per
   negotiation and appended as it is: a repeat with an SDK then costs the middleware
-  ~5,300 instructions more than without one, not ~17,300 (`benchmarks/RESULTS.md`).
+  ~5,300 instructions more than without one, not ~17,300 (counted by callgrind then).
 
 So those names are looked up here, once, and `tests/otel/test_telemetry.py` fails if
 they move; with another runtime context (`OTEL_PYTHON_CONTEXT`), another span class, or
