@@ -23,14 +23,15 @@ def url() -> Iterator[str]:
         yield served
 
 
-def test_the_right_bearer_token_reads_every_revision(url: str) -> None:
-    done = run_probe("--json", "--header", f"Authorization: Bearer {TOKEN}", url)
+def test_the_right_bearer_token_reads_every_revision() -> None:
+    with serve_http(build(TOKEN)) as url:
+        done = run_probe("--json", "--header", f"Authorization: Bearer {TOKEN}", url)
+        text = run_probe("--header", f"Authorization: Bearer {TOKEN}", url)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert [row["outcome"] for row in out["revisions"]] == ["agreed"] * len(revisions.KNOWN)
     assert out["headers"] == ["Authorization"]
     assert all(row["tools"] == ["can_elicit"] for row in out["revisions"])
-    text = run_probe("--header", f"Authorization: Bearer {TOKEN}", url)
     assert text.returncode == 0, text.stderr
     for shown in (done.stdout, done.stderr, text.stdout, text.stderr):
         assert TOKEN not in shown

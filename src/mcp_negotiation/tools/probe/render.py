@@ -63,7 +63,7 @@ LEGEND: Final = (
         "versions",
         "what server/discover advertises (supportedVersions), what each -32022 names"
         " (data.supported) and what initialize counter-offers, checked against each other and"
-        " against what each revision offered answered",
+        " against what the server answered to each revision offered",
     ),
 )
 
