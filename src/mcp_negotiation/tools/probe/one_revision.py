@@ -175,7 +175,8 @@ async def _listings(session: ClientSession, declared: Mapping[str, Any]) -> List
 
 
 async def _listed(list_page: Lister, field: str, key: str, kind: Kind) -> tuple[Entry, ...] | None:
-    """One listing, following its cursors; None when the server refuses it."""
+    """One listing, following its cursors; None when the server refuses it or answers one
+    the SDK cannot read (the row stands without it)."""
     entries: list[Entry] = []
     cursor: str | None = None
     seen: set[str] = set()
@@ -188,7 +189,7 @@ async def _listed(list_page: Lister, field: str, key: str, kind: Kind) -> tuple[
             if cursor is None or cursor in seen:
                 break
             seen.add(cursor)
-    except MCPError:
+    except (MCPError, ValueError):  # a ValueError: pydantic's, for a listing out of shape
         return None
     return tuple(entries)
 
@@ -227,44 +228,47 @@ def _failed_or_refused(
     row, saying why, when the connection closed or the answer was not MCP's."""
     era = revisions.era(revision)
     leaves = list(_leaves(failure))
+    sent = _sent_by_the_server(leaves, watch)
+    reason = watch.not_mcp(sent) if sent is not None and target.is_http else None
+    if sent is not None and reason is None:
+        data = sent.error.data
+        answer = watch.http if target.is_http else None
+        return Row(
+            revision,
+            era,
+            "refused",
+            error_code=sent.code,
+            error=sent.message,
+            error_data=data if isinstance(data, dict) else None,
+            http_status=answer.status if answer is not None and answer.status >= 400 else None,
+        )
+    if reason is not None:
+        error, detail = reason, f"{target.named} did not answer as an MCP server: {reason}"
+    else:
+        error, detail = _why_it_failed(target, leaves, stderr)
+    return Row(revision, era, "failed", error=error, detail=detail)
+
+
+def _sent_by_the_server(leaves: list[BaseException], watch: Watch) -> MCPError | None:
+    """The JSON-RPC error among `leaves`, unless it is the SDK's own word for a connection
+    that closed under it (which a server may also send, in an HTTP error status)."""
     found = next((leaf for leaf in leaves if isinstance(leaf, MCPError)), None)
-    closed = found is not None and found.code == CONNECTION_CLOSED and found.message == "Connection closed"
-    if found is not None and (watch.refused_in_http_error or not closed):
-        reason = watch.not_mcp(found) if target.is_http else None
-        if reason is None:
-            data = found.error.data
-            status = watch.http.status if target.is_http and watch.http and watch.http.status >= 400 else None
-            return Row(
-                revision,
-                era,
-                "refused",
-                error_code=found.code,
-                error=found.message,
-                error_data=data if isinstance(data, dict) else None,
-                http_status=status,
-            )
-        detail = f"{target.named} did not answer as an MCP server: {reason}"
-        return Row(revision, era, "failed", error=reason, detail=detail)
+    if found is None:
+        return None
+    closed = found.code == CONNECTION_CLOSED and found.message == "Connection closed"
+    return found if watch.refused_in_http_error or not closed else None
+
+
+def _why_it_failed(target: Target, leaves: list[BaseException], stderr: str) -> tuple[str, str]:
+    """The row's one-line error, and the whole explanation (for when no revision answered)."""
     text = " ".join(str(e) or type(e).__name__ for e in leaves)
     if target.is_http:
         if any(isinstance(e, httpx2.ConnectError | httpx2.ConnectTimeout) for e in leaves):
             reason = f"URL unreachable: nothing answered at {target.named} ({text})"
-            return Row(revision, era, "failed", error=reason, detail=reason)
-        return Row(
-            revision,
-            era,
-            "failed",
-            error=text,
-            detail=f"{target.named} did not answer as an MCP server ({text})",
-        )
-    if closed:
+            return reason, reason
+        return text, f"{target.named} did not answer as an MCP server ({text})"
+    if any(isinstance(e, MCPError) for e in leaves):  # the connection closed: the server exited
         tail = stderr.strip().splitlines()[-10:]
         detail = f"{target.named} crashed; the end of its stderr:\n" + ("\n".join(tail) or "(nothing)")
-        return Row(
-            revision,
-            era,
-            "failed",
-            error=f"crashed: {tail[-1] if tail else '(nothing on stderr)'}",
-            detail=detail,
-        )
-    return Row(revision, era, "failed", error=text, detail=f"{target.named} did not speak MCP ({text})")
+        return f"crashed: {tail[-1] if tail else '(nothing on stderr)'}", detail
+    return text, f"{target.named} did not speak MCP ({text})"
