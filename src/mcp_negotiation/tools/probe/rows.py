@@ -13,9 +13,6 @@ from ...core.errors import NegotiationError
 
 Outcome = Literal["agreed", "counter-offer", "refused", "timeout", "failed"]
 
-OUTCOMES: Final[tuple[Outcome, ...]] = ("agreed", "counter-offer", "refused", "timeout", "failed")
-"""Every outcome a row may have, in the order the docs explain them."""
-
 Kind = Literal["tool", "prompt", "resource", "resource template"]
 
 
