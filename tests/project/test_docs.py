@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 RUNNERS = {
+    "examples/bearer_server.py": "test_the_right_bearer_token_reads_every_revision",
     "examples/bridge_agreement.py": "test_example_prints_the_agreement",
     "examples/bridge_proxy.py": "test_bridge_proxy_at_the_oldest_revision_cannot_relay_streaming",
     "examples/elicit_or_default.py": "test_elicit_or_default_asks_a_legacy_client_that_can_answer",
@@ -55,6 +56,7 @@ RUNNERS = {
     "examples/lowlevel_server.py": "test_lowlevel_server_answers_for_the_negotiated_revision",
     "examples/mcp1_server.py": "test_the_documented_1x_example_runs_over_stdio",
     "examples/minimal_server.py": "test_minimal_server_asks_only_clients_that_can_elicit",
+    "examples/probe_gate.py": "test_the_probe_gate_passes_what_is_served_and_fails_what_is_lost",
     "examples/requires_sampling.py": "test_requires_sampling_everywhere_serves_clients_that_sample",
     "examples/tool_catalogs.py": "test_every_client_sees_the_requirements_its_refusal_would_carry",
     "examples/tracing.py": "test_tracing_example_prints_the_spans",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any, Final
@@ -55,6 +56,24 @@ def _platform_profile(path: str) -> Profile:
         raise argparse.ArgumentTypeError(f"{path}: {failure.code} ({failure.message})") from None
 
 
+_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""An HTTP field name (RFC 9110 token)."""
+_SET_BY_THE_PROBE: Final = ("accept", "content-type", "content-length", "host", "transfer-encoding")
+
+
+def _header(value: str) -> tuple[str, str]:
+    """`NAME:VALUE` (`Authorization: Bearer x`): sent with every HTTP request, never printed."""
+    name, colon, field_value = value.partition(":")
+    name, field_value = name.strip(), field_value.strip()
+    if not colon or not _TOKEN.fullmatch(name):
+        raise argparse.ArgumentTypeError("give NAME:VALUE, e.g. 'Authorization: Bearer TOKEN'")
+    if name.lower().startswith("mcp-") or name.lower() in _SET_BY_THE_PROBE:
+        raise argparse.ArgumentTypeError(f"{name} is set by the probe itself, per request")
+    if any(char in field_value for char in "\r\n\0"):
+        raise argparse.ArgumentTypeError(f"the value of {name} holds a line break or NUL")
+    return name, field_value
+
+
 def _is_url(token: str) -> bool:
     return token.lower().startswith(("http://", "https://"))
 
@@ -66,15 +85,21 @@ examples:
   mcp-negotiation probe -- python server.py --flag       a stdio server: the command after --
   mcp-negotiation probe --capabilities full --json -- python server.py
   mcp-negotiation probe --capabilities '{"elicitation": {}}' http://127.0.0.1:8000/mcp
+  mcp-negotiation probe --header "Authorization: Bearer $TOKEN" https://mcp.example/mcp
 
-exit status:
-  0        every revision was served (agreed or counter-offered), and UCP agreed if asked
-  1        some revision was refused or timed out, or the UCP negotiation failed
-  2        could not probe: bad options, command not found, crash, not MCP, unreachable
+exit status (for CI):
+  0        every revision was served (agreed or counter-offered), the server's versions
+           tell one story, and UCP agreed if asked
+  1        the server answered as a JSON-RPC peer, but some revision was refused, timed
+           out or failed, its versions contradict each other, or UCP failed: full table
+  2        could not probe: bad options, command not found, or no revision answered as
+           a JSON-RPC peer (it crashed, is not MCP, wants credentials, is unreachable)
   128+N    stopped by signal N
 
-The output says what was probed, then a row per revision, what each revision loses
-against the best one served, and a legend; --json carries all of it. See docs/probe.md.
+The revisions are probed at once, each over a connection of its own. The output says
+what was probed and what the server uses, then a row per revision, what each revision
+loses of what the server uses, the tools each client sees, whether the server's versions
+tell one story, and a legend; --json carries all of it. See docs/probe.md.
 """
 
 
@@ -89,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     probe = commands.add_parser(
         "probe",
         help="connect once per revision and print what the server agreed",
-        description="Connect once per MCP revision with the chosen client capabilities,\n"
-        "and print what the server answered at each.",
+        description="Connect once per MCP revision, all at once, with the chosen client\n"
+        "capabilities, and print what the server answered at each.",
         epilog=PROBE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -111,7 +136,15 @@ def main(argv: list[str] | None = None) -> int:
         type=_platform_profile,
         help="negotiate UCP against this platform profile (JSON)",
     )
-    probe.add_argument("--json", action="store_true", help="machine-readable output")
+    probe.add_argument(
+        "--header",
+        metavar="NAME:VALUE",
+        type=_header,
+        action="append",
+        default=[],
+        help="an HTTP header sent with every request (repeatable), e.g. 'Authorization: Bearer TOKEN'",
+    )
+    probe.add_argument("--json", action="store_true", help="machine-readable output (docs/probe.md)")
     probe.add_argument("--timeout", type=_seconds, default=20.0, help="seconds per revision (default 20)")
     args = parser.parse_args(argv)
     if args.command != "probe":
@@ -141,8 +174,17 @@ def main(argv: list[str] | None = None) -> int:
         chosen = target[0]
     else:
         chosen = target
+    if args.header and not isinstance(chosen, str):
+        probe.error("--header is for a URL; a stdio server takes its credentials from its environment")
     caps = args.capabilities if isinstance(args.capabilities, dict) else _capabilities(args.capabilities)
-    return run(chosen, caps, timeout=args.timeout, as_json=args.json, ucp_profile=args.ucp_profile)
+    return run(
+        chosen,
+        caps,
+        timeout=args.timeout,
+        as_json=args.json,
+        ucp_profile=args.ucp_profile,
+        headers=tuple(args.header),
+    )
 
 
 if __name__ == "__main__":

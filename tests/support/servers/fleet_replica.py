@@ -66,7 +66,10 @@ def main() -> None:
 
     sock = socket.socket(fileno=args.fd)
     config = uvicorn.Config(
-        server.streamable_http_app(), log_level="warning", timeout_graceful_shutdown=10, lifespan="on",
+        server.streamable_http_app(),
+        log_level="warning",
+        timeout_graceful_shutdown=10,
+        lifespan="on",
         # Longer than HAProxy keeps an idle connection to a replica (5 s): a replica that
         # closed one first could receive a request on it as it closes, which fails.
         timeout_keep_alive=60,

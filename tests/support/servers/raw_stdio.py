@@ -3,7 +3,8 @@
 --banner           print a line that is not JSON-RPC first
 --answer REVISION  answer every `initialize` with this revision (default: the one asked)
 --silent-modern    never answer `server/discover` (the modern row times out)
---fifo PATH        write this process's pid into the FIFO at PATH once started
+--crash-modern     exit at `server/discover`, saying so on stderr (the modern row crashes)
+--fifo PATH        write this process's pid, and a newline, into the FIFO at PATH once started
 --deaf             answer nothing and ignore the end of stdin: only a signal stops it
 """
 
@@ -20,6 +21,7 @@ def main() -> None:
     parser.add_argument("--banner", action="store_true")
     parser.add_argument("--answer")
     parser.add_argument("--silent-modern", action="store_true")
+    parser.add_argument("--crash-modern", action="store_true")
     parser.add_argument("--fifo")
     parser.add_argument("--deaf", action="store_true")
     args = parser.parse_args()
@@ -27,7 +29,7 @@ def main() -> None:
         import os
 
         with open(args.fifo, "w") as fifo:
-            fifo.write(str(os.getpid()))
+            fifo.write(f"{os.getpid()}\n")
     if args.deaf:
         while True:
             signal.pause()
@@ -48,6 +50,8 @@ def main() -> None:
             reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
         elif method == "server/discover" and args.silent_modern:
             continue
+        elif method == "server/discover" and args.crash_modern:
+            sys.exit("the raw server knows no modern era")
         else:
             error = {"code": -32601, "message": f"no {method}"}
             reply = {"jsonrpc": "2.0", "id": message["id"], "error": error}
