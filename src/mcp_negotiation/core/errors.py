@@ -8,7 +8,7 @@ future revisions of the specification.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -25,6 +25,7 @@ __all__ = [
     "NegotiationUnavailable",
     "NoNegotiation",
     "Refusal",
+    "RefusalData",
 ]
 
 INVALID_PARAMS: Final = -32602
@@ -33,6 +34,10 @@ HEADER_MISMATCH: Final = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 
+RefusalData = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+"""What a refusal's `data` may be: MCP puts an object there (`data.supported`), A2A an
+array of typed objects (`[{"@type": "type.googleapis.com/google.rpc.ErrorInfo", ...}]`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
@@ -40,7 +45,7 @@ class Refusal:
 
     code: int
     message: str
-    data: Mapping[str, Any] | None = field(default=None)
+    data: RefusalData | None = field(default=None)
 
     def to_jsonrpc_error(self) -> dict[str, Any]:
         """The `error` member of a JSON-RPC response, a deep copy: whoever amends it (the
