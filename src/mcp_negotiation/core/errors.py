@@ -3,7 +3,8 @@
 The core produces `Refusal` values and never touches the SDK's exception types; the
 adapters (`adapters/`) turns them into the SDK's `MCPError`. Only the codes the MCP
 specification defines are used: inventing codes in -32020..-32099 would collide with
-future revisions of the specification.
+future revisions of the specification. (A2A's own refusals, -32009 and -32008, are
+`Refusal` values too; `semver.a2a` makes them, with the array `data` A2A gives errors.)
 """
 
 from __future__ import annotations

@@ -397,7 +397,9 @@ def read_agent_card(card: Mapping[str, Any]) -> A2ACard:
     interfaces = _interfaces(card)
     if not interfaces:
         raise ValueError("the card's supportedInterfaces is empty: it serves no version")
-    capabilities = card.get("capabilities") or {}
+    capabilities = card.get("capabilities")
+    if capabilities is None:
+        capabilities = {}
     if not isinstance(capabilities, Mapping):
         raise ValueError("capabilities must be an object")
     extensions = _extensions(capabilities)
