@@ -529,6 +529,21 @@ def test_a_uri_of_the_longest_length_is_accepted() -> None:
     assert read_a2a_request({"A2A-Extensions": uri}).extensions == (uri,)
 
 
+def test_what_a_client_sent_is_repeated_escaped_when_it_is_not_printable() -> None:
+    """A refusal's message and metadata may reach a log or a terminal: a version sent with an escape
+    sequence or a newline is repeated as `ascii()` writes it."""
+    answer = negotiate_a2a(SAMPLE_CARD, {"A2A-Version": "1.0\x1b[2J\n"})
+    assert answer.request.version_sent == "1.0\x1b[2J\n"  # as sent (only spaces and tabs are trimmed)
+    assert answer.refusal is not None
+    assert "\x1b" not in answer.refusal.message
+    assert "\n" not in answer.refusal.message
+    assert "'1.0\\x1b[2J\\n'" in answer.refusal.message
+    assert info(answer.refusal)["metadata"]["requestedVersion"] == "'1.0\\x1b[2J\\n'"
+    twice = read_a2a_request([("A2A-Version", "1.0"), ("A2A-Version", "\x07")]).refusal
+    assert twice is not None
+    assert "\x07" not in twice.message
+
+
 def test_a_header_name_or_value_of_another_type_is_the_callers_mistake() -> None:
     with pytest.raises(TypeError, match="header value must be str or bytes"):
         read_a2a_request([("A2A-Version", 1.0)])  # type: ignore[list-item]

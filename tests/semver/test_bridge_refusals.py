@@ -100,9 +100,7 @@ def test_an_a2a_leg_is_only_built_for_what_the_card_serves() -> None:
         a2a_leg("agent", CARD, "0.3")
     with pytest.raises(ValueError, match="lists no extension https://other/v1"):
         a2a_leg("agent", CARD, "1.0", ["https://other/v1"])
-    old_card = {
-        "supportedInterfaces": [{"url": "u", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]
-    }
+    old_card = {"supportedInterfaces": [{"url": "u", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]}
     assert a2a_leg("agent", old_card, "0.3").version == "0.3"
 
 
@@ -250,6 +248,9 @@ def test_a_peers_long_message_is_cut_and_a_bare_a2a_refusal_is_relayed_too() -> 
     error = relayed.downstream.to_jsonrpc_error()
     assert len(error["data"]["refusing"]["message"]) == 256
     assert len(error["message"]) < 400
+    hostile = relay_refusal(MCP_DOWN, Refusal(-32009, "no\n\x1b[31mversion"), refused_by="upstream")
+    assert "\x1b" not in hostile.downstream.message
+    assert "\n" not in hostile.downstream.message
 
 
 # --- Properties ---------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ __all__ = [
     "A2ARequest",
     "Headers",
     "Query",
+    "VersionSource",
     "a2a_error_info",
     "a2a_http_error",
     "a2a_refusal",
@@ -175,6 +176,13 @@ def a2a_release(version: str) -> ProtocolVersion | None:
 
 
 # --- Refusals in A2A's shapes -----------------------------------------------------------------
+
+
+def excerpt(text: str, limit: int) -> str:
+    """At most `limit` characters of `text` to repeat in a refusal, escaped as `ascii()` escapes
+    when they are not all printable ASCII: what a peer sent may reach a log, a terminal."""
+    cut = text[:limit]
+    return cut if cut.isascii() and cut.isprintable() else ascii(cut)
 
 
 def a2a_refusal(code: int, message: str, metadata: Mapping[str, str] | None = None) -> Refusal:
@@ -428,7 +436,8 @@ class A2ARequest:
 
     `version` is the `Major.Minor` asked for (``"0.3"`` when nothing was sent), None when
     what was sent is no version or could not be read; `version_sent` is the value as sent
-    (at most `MAX_VERSION_LENGTH` characters; "" when nothing was). `extensions` are the URIs asked for, in
+    (at most `MAX_VERSION_LENGTH` characters; "" when nothing was; refusals repeat it
+    escaped when it is not printable ASCII). `extensions` are the URIs asked for, in
     their order, once each; `extensions_header` the name they came under (None: none).
     `refusal` is a -32602 for input past a bound or contradicting itself, and then the
     other fields are what could be read before it.
@@ -510,7 +519,8 @@ def _one_version(where: str, fields: Sequence[str]) -> tuple[str, Refusal | None
     for value in _elements(fields):
         sent.setdefault(_identity(value), value)
     if len(sent) > 1:
-        return "", _invalid(where, f"names more than one version: {', '.join(sent.values())}")
+        named = excerpt(", ".join(sent.values()), MAX_VERSION_LENGTH)
+        return "", _invalid(where, f"names more than one version: {named}")
     return next(iter(sent.values()), ""), None
 
 
@@ -525,7 +535,8 @@ def _read_version(
     if refusal is not None:
         return "", "query", refusal
     if header and parameter and _identity(header) != _identity(parameter):
-        contradiction = f"says {header} but the query parameter {parameter}"
+        said, asked = excerpt(header, MAX_VERSION_LENGTH), excerpt(parameter, MAX_VERSION_LENGTH)
+        contradiction = f"says {said} but the query parameter {asked}"
         return header, "header", _invalid(VERSION_HEADER, contradiction)
     if header:
         return header, "header", None
@@ -607,13 +618,14 @@ def _card(card: A2ACard | Mapping[str, Any]) -> A2ACard:
 
 
 def _unsupported_version(request: A2ARequest, supported: Sequence[str]) -> Refusal:
-    asked = request.version_sent or f"{DEFAULT_VERSION}, assumed for a request without {VERSION_HEADER}"
+    sent = excerpt(request.version_sent, MAX_VERSION_LENGTH)
+    asked = sent or f"{DEFAULT_VERSION}, assumed for a request without {VERSION_HEADER}"
     speaks = f"this agent speaks {', '.join(supported)}" if supported else "no interface here"
     return a2a_refusal(
         VERSION_NOT_SUPPORTED,
         f"Version not supported: A2A {asked} ({speaks})",
         {
-            "requestedVersion": request.version_sent or DEFAULT_VERSION,
+            "requestedVersion": sent or DEFAULT_VERSION,
             "supportedVersions": ",".join(supported),
         },
     )

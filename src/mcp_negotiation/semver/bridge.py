@@ -67,10 +67,12 @@ from mcp_negotiation.core.errors import (
 from mcp_negotiation.core.revisions import FeatureRow
 from mcp_negotiation.semver.a2a import (
     EXTENSION_SUPPORT_REQUIRED,
+    MAX_EXTENSIONS_LENGTH,
     VERSION_NOT_SUPPORTED,
     A2ACard,
     a2a_error_info,
     a2a_refusal,
+    excerpt,
     parse_a2a_version,
     read_agent_card,
 )
@@ -494,7 +496,7 @@ def _requirements_of(refusal: Refusal, leg: Leg) -> Any:
     info = a2a_error_info(refusal)
     metadata = info.get("metadata") if info is not None else None
     required = metadata.get("requiredExtensions") if isinstance(metadata, Mapping) else None
-    return required if isinstance(required, str) else None
+    return required if isinstance(required, str) and len(required) <= MAX_EXTENSIONS_LENGTH else None
 
 
 def _in_words_of(leg: Leg, kind: str, refusing: Leg, side: RefusedBy, refusal: Refusal) -> Refusal:
@@ -503,7 +505,7 @@ def _in_words_of(leg: Leg, kind: str, refusing: Leg, side: RefusedBy, refusal: R
     What was required is carried only between legs of one protocol: MCP capabilities and
     A2A extension URIs share no namespace, so neither is translated into the other.
     """
-    said = refusal.message[:_MAX_RELAYED_MESSAGE]
+    said = excerpt(refusal.message, _MAX_RELAYED_MESSAGE)
     because = (
         f"the bridge's {side.value} {refusing.peer} refused "
         f"{refusing.protocol} {refusing.version} ({refusal.code}: {said})"
