@@ -49,6 +49,7 @@ DOCS = ROOT / "docs"
 
 RUNNERS = {
     "examples/bearer_server.py": "test_the_right_bearer_token_reads_every_revision",
+    "examples/a2a_negotiation.py": "test_the_a2a_example_prints_each_negotiation_and_the_relayed_refusal",
     "examples/bridge_agreement.py": "test_example_prints_the_agreement",
     "examples/bridge_proxy.py": "test_bridge_proxy_at_the_oldest_revision_cannot_relay_streaming",
     "examples/elicit_or_default.py": "test_elicit_or_default_asks_a_legacy_client_that_can_answer",

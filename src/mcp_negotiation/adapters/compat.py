@@ -11,6 +11,7 @@ from importlib.metadata import version
 from typing import Any, Final, NoReturn
 
 from ..core.errors import Refusal
+from ..core.frozen_json import thaw
 
 __all__ = ["MCP_MAJOR", "PENDING_REFUSALS", "as_exception", "error_data", "raise_refusal", "tool_result"]
 
@@ -26,13 +27,13 @@ def error_data(refusal: Refusal) -> Any:
     """`refusal` as the SDK's `ErrorData`, what a JSON-RPC error response carries (both majors)."""
     from mcp.types import ErrorData
 
-    data = dict(refusal.data) if refusal.data is not None else None
+    data = thaw(refusal.data)
     return ErrorData(code=refusal.code, message=refusal.message, data=data)
 
 
 def as_exception(refusal: Refusal) -> Exception:
     """`refusal` as the exception the installed SDK answers with that JSON-RPC error."""
-    data = dict(refusal.data) if refusal.data is not None else None
+    data = thaw(refusal.data)
     if MCP_MAJOR >= 2:
         from mcp.shared.exceptions import MCPError
 

@@ -3,12 +3,13 @@
 The core produces `Refusal` values and never touches the SDK's exception types; the
 adapters (`adapters/`) turns them into the SDK's `MCPError`. Only the codes the MCP
 specification defines are used: inventing codes in -32020..-32099 would collide with
-future revisions of the specification.
+future revisions of the specification. (A2A's own refusals, -32009 and -32008, are
+`Refusal` values too; `semver.a2a` makes them, with the array `data` A2A gives errors.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -25,6 +26,7 @@ __all__ = [
     "NegotiationUnavailable",
     "NoNegotiation",
     "Refusal",
+    "RefusalData",
 ]
 
 INVALID_PARAMS: Final = -32602
@@ -33,6 +35,10 @@ HEADER_MISMATCH: Final = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 
+RefusalData = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+"""What a refusal's `data` may be: MCP puts an object there (`data.supported`), A2A an
+array of typed objects (`[{"@type": "type.googleapis.com/google.rpc.ErrorInfo", ...}]`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
@@ -40,7 +46,7 @@ class Refusal:
 
     code: int
     message: str
-    data: Mapping[str, Any] | None = field(default=None)
+    data: RefusalData | None = field(default=None)
 
     def to_jsonrpc_error(self) -> dict[str, Any]:
         """The `error` member of a JSON-RPC response, a deep copy: whoever amends it (the

@@ -384,7 +384,7 @@ def record_refusal(
         era = "legacy" if method == "initialize" else revisions.era(protocol_version)
 
         def build() -> dict[str, Any]:
-            requested = refusal.data.get("requested") if refusal.data else None
+            requested = refusal.data.get("requested") if isinstance(refusal.data, Mapping) else None
             if requested is None:
                 requested = _requested_in(params)
             attributes: dict[str, Any] = {

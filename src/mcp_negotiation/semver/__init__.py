@@ -1,1 +1,86 @@
-"""Semver protocols (MCP, A2A, ACP version lists) and bridge agreements between two legs."""
+"""Semver protocols (MCP, A2A, ACP version lists), A2A's own headers, and bridge agreements.
+
+Everything here is pure (no I/O, no SDK): `protocols` negotiates version lists the way
+Bernstein's protocol_negotiation does, `a2a` reads and answers A2A 1.0's `A2A-Version` and
+`A2A-Extensions`, and `bridge` agrees the two legs of a bridge and relays refusals across it.
+"""
+
+from .a2a import (
+    EXTENSION_SUPPORT_REQUIRED,
+    VERSION_NOT_SUPPORTED,
+    A2ACard,
+    A2AChoice,
+    A2AExtension,
+    A2AInterface,
+    A2ANegotiation,
+    A2ARequest,
+    a2a_error_info,
+    a2a_http_error,
+    a2a_refusal,
+    a2a_release,
+    a2a_wire_version,
+    choose_a2a_interface,
+    negotiate_a2a,
+    parse_a2a_version,
+    read_a2a_request,
+    read_agent_card,
+)
+from .bridge import (
+    A2A_MCP,
+    Agreement,
+    FeatureMapping,
+    Leg,
+    RefusedBy,
+    RelayedRefusal,
+    Withheld,
+    a2a_leg,
+    advertised_capabilities,
+    agree,
+    relay_refusal,
+)
+from .protocols import (
+    NegotiationResult,
+    ProtocolName,
+    ProtocolVersion,
+    get_supported_versions,
+    negotiate_version,
+    version_is_compatible,
+)
+
+__all__ = [
+    "A2A_MCP",
+    "EXTENSION_SUPPORT_REQUIRED",
+    "VERSION_NOT_SUPPORTED",
+    "A2ACard",
+    "A2AChoice",
+    "A2AExtension",
+    "A2AInterface",
+    "A2ANegotiation",
+    "A2ARequest",
+    "Agreement",
+    "FeatureMapping",
+    "Leg",
+    "NegotiationResult",
+    "ProtocolName",
+    "ProtocolVersion",
+    "RefusedBy",
+    "RelayedRefusal",
+    "Withheld",
+    "a2a_error_info",
+    "a2a_http_error",
+    "a2a_leg",
+    "a2a_refusal",
+    "a2a_release",
+    "a2a_wire_version",
+    "advertised_capabilities",
+    "agree",
+    "choose_a2a_interface",
+    "get_supported_versions",
+    "negotiate_a2a",
+    "negotiate_version",
+    "parse_a2a_version",
+    "read_a2a_request",
+    "read_agent_card",
+    "relay_refusal",
+    "version_is_compatible",
+]

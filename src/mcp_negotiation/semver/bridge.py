@@ -44,6 +44,11 @@ prompts, list-changed notifications, logging, completions, sampling and roots.
 `advertised_capabilities` turns an agreement whose downstream speaks MCP into the
 `ServerCapabilities` object a proxy should send, so it never promises what its upstream
 refused.
+
+`a2a_leg` makes an A2A leg from what A2A's own negotiation (`semver.a2a`) settled, and
+`relay_refusal` says a refusal on one leg in both legs' words: an MCP -32022 or -32021
+on one side is an A2A -32009 or -32008 on the other, and the relayed one names the leg
+that refused, so a client learns that the bridge's other side said no, not the bridge.
 """
 
 from __future__ import annotations
@@ -54,7 +59,23 @@ from enum import StrEnum
 from typing import Any, Final
 
 from mcp_negotiation.core import revisions
+from mcp_negotiation.core.errors import (
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    Refusal,
+)
 from mcp_negotiation.core.revisions import FeatureRow
+from mcp_negotiation.semver.a2a import (
+    EXTENSION_SUPPORT_REQUIRED,
+    MAX_EXTENSIONS_LENGTH,
+    VERSION_NOT_SUPPORTED,
+    A2ACard,
+    a2a_error_info,
+    a2a_refusal,
+    excerpt,
+    parse_a2a_version,
+    read_agent_card,
+)
 from mcp_negotiation.semver.protocols import ProtocolName, name_set
 
 __all__ = [
@@ -64,9 +85,12 @@ __all__ = [
     "FeatureMapping",
     "Leg",
     "RefusedBy",
+    "RelayedRefusal",
     "Withheld",
+    "a2a_leg",
     "advertised_capabilities",
     "agree",
+    "relay_refusal",
 ]
 
 
@@ -94,8 +118,9 @@ class Leg:
     """One side of a bridge, as negotiated with the bridge and nobody else.
 
     `version` is spelled the way the protocol spells it: an MCP revision date
-    (``"2025-11-25"``) or a semver string (``"1.0.0"`` for A2A). `features` are names in
-    that protocol's vocabulary, already limited to what this leg agreed.
+    (``"2025-11-25"``), A2A's `Major.Minor` (``"1.0"``, as `a2a_leg` makes it; a release
+    number such as ``"1.0.0"`` is accepted too), or a semver string. `features` are names
+    in that protocol's vocabulary, already limited to what this leg agreed.
     """
 
     peer: str
@@ -393,3 +418,159 @@ def advertised_capabilities(agreement: Agreement) -> dict[str, dict[str, Any]]:
         else:
             node.setdefault(leaf, {})
     return capabilities
+
+
+# --- A2A legs and refusals across a bridge -----------------------------------------------------
+
+
+def a2a_leg(
+    peer: str, card: A2ACard | Mapping[str, Any], version: str, extensions: Iterable[str] = ()
+) -> Leg:
+    """The A2A leg of a bridge, from the agent's card and what A2A's negotiation settled.
+
+    `version` is the `Major.Minor` agreed (`A2ANegotiation.version` when the bridge is the
+    agent, `A2AChoice.version` when it is the client) and `extensions` the URIs activated.
+    Its features are the card's at that version (`A2ACard.features_at`) and the extension
+    URIs themselves: an extension has no counterpart in MCP, so an agreement withholds each
+    by name. `ValueError` when the card does not serve `version` or list an extension.
+    """
+    offer = card if isinstance(card, A2ACard) else read_agent_card(card)
+    activated = name_set("extensions", extensions)
+    unlisted = activated - {extension.uri for extension in offer.extensions}
+    if unlisted:
+        raise ValueError(f"the card lists no extension {', '.join(sorted(unlisted))}")
+    features = offer.features_at(version)
+    return Leg(peer, ProtocolName.A2A, parse_a2a_version(version) or version, features | activated)
+
+
+@dataclass(frozen=True, slots=True)
+class RelayedRefusal:
+    """One refusal on one leg of a bridge, in each leg's own words.
+
+    `refused_by` is the leg whose peer (or whose negotiation) refused; that leg's field is
+    the refusal as it was made, the other leg's is the same refusal in the other leg's
+    protocol. The bridge answers its client with `downstream` when the upstream refused,
+    and its server with `upstream` when the downstream refused a request coming up from it.
+    """
+
+    refused_by: RefusedBy
+    downstream: Refusal
+    upstream: Refusal
+
+
+_KINDS: Final[Mapping[ProtocolName, Mapping[int, str]]] = {
+    ProtocolName.MCP: {
+        UNSUPPORTED_PROTOCOL_VERSION: "version",
+        MISSING_REQUIRED_CLIENT_CAPABILITY: "requirement",
+    },
+    ProtocolName.A2A: {VERSION_NOT_SUPPORTED: "version", EXTENSION_SUPPORT_REQUIRED: "requirement"},
+}
+"""The refusals negotiation makes, by protocol: an unsupported version, a missing requirement."""
+
+_MAX_RELAYED_MESSAGE: Final = 256
+"""How much of the refusing peer's message is repeated: the peer may be anyone."""
+
+
+def _codes(leg: Leg) -> Mapping[int, str]:
+    codes = _KINDS.get(leg.protocol)
+    if codes is None:
+        raise ValueError(f"no refusal of {leg.protocol} is mapped; only MCP and A2A refusals are")
+    return codes
+
+
+def _kind(leg: Leg, refusal: Refusal) -> str:
+    codes = _codes(leg)
+    kind = codes.get(refusal.code)
+    if kind is None:
+        expected = " or ".join(str(code) for code in codes)
+        raise ValueError(f"{refusal.code} is not a negotiation refusal of {leg.protocol} ({expected})")
+    return kind
+
+
+def _requirements_of(refusal: Refusal, leg: Leg) -> Any:
+    """What the refusing peer said was required, when it said it in the words of `leg`'s protocol."""
+    if leg.protocol is ProtocolName.MCP:
+        data = refusal.data
+        required = data.get("requiredCapabilities") if isinstance(data, Mapping) else None
+        return required if isinstance(required, Mapping) else None
+    info = a2a_error_info(refusal)
+    metadata = info.get("metadata") if info is not None else None
+    required = metadata.get("requiredExtensions") if isinstance(metadata, Mapping) else None
+    return required if isinstance(required, str) and len(required) <= MAX_EXTENSIONS_LENGTH else None
+
+
+def _in_words_of(leg: Leg, kind: str, refusing: Leg, side: RefusedBy, refusal: Refusal) -> Refusal:
+    """`refusal` (made on `refusing`) as `leg`'s protocol says it, naming who refused.
+
+    What was required is carried only between legs of one protocol: MCP capabilities and
+    A2A extension URIs share no namespace, so neither is translated into the other.
+    """
+    said = excerpt(refusal.message, _MAX_RELAYED_MESSAGE)
+    because = (
+        f"the bridge's {side.value} {refusing.peer} refused "
+        f"{refusing.protocol} {refusing.version} ({refusal.code}: {said})"
+    )
+    required = _requirements_of(refusal, refusing) if refusing.protocol is leg.protocol else None
+    if leg.protocol is ProtocolName.MCP:
+        who = {
+            "refusedBy": side.value,
+            "refusing": {
+                "peer": refusing.peer,
+                "protocol": refusing.protocol.value,
+                "version": refusing.version,
+                "code": refusal.code,
+                "message": said,
+            },
+        }
+        if kind == "version":
+            # No revision would do: the version refused is the one the bridge speaks on its other leg.
+            data: dict[str, Any] = {"supported": [], "requested": leg.version, **who}
+            return Refusal(UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version: {because}", data)
+        data = {"requiredCapabilities": required if required is not None else {}, **who}
+        message = f"Missing required client capability: {because}"
+        return Refusal(MISSING_REQUIRED_CLIENT_CAPABILITY, message, data)
+    metadata = {
+        "refusedBy": side.value,
+        "refusingPeer": refusing.peer,
+        "refusingProtocol": refusing.protocol.value,
+        "refusingVersion": refusing.version,
+        "refusingCode": str(refusal.code),
+        "refusingMessage": said,
+    }
+    if kind == "version":
+        metadata["requestedVersion"] = leg.version
+        return a2a_refusal(VERSION_NOT_SUPPORTED, f"Version not supported: {because}", metadata)
+    if required is not None:
+        metadata["requiredExtensions"] = required
+    return a2a_refusal(EXTENSION_SUPPORT_REQUIRED, f"Extension support required: {because}", metadata)
+
+
+def relay_refusal(agreement: Agreement, refusal: Refusal, *, refused_by: RefusedBy | str) -> RelayedRefusal:
+    """A refusal one leg of `agreement` made, with its counterpart on the other leg.
+
+    `refusal` is in the refusing leg's protocol: -32022 or -32021 from an MCP leg, -32009
+    or -32008 from an A2A leg. The counterpart has the other leg's code for the same kind
+    of refusal (a version refused, a requirement unmet) in that protocol's shape, and says
+    who refused: MCP `data.refusedBy` and `data.refusing` (peer, protocol, version, code,
+    message), A2A ErrorInfo metadata `refusedBy`, `refusingPeer`, `refusingProtocol`,
+    `refusingVersion`, `refusingCode`, `refusingMessage`. A relayed -32022 lists no
+    supported revision (`data.supported` is empty: the client's revision was never the
+    problem); a relayed -32009 names the version of its own leg.
+
+    `ValueError` for `RefusedBy.BOTH`, a protocol with no mapped refusals, or a code that
+    is not one of its leg's negotiation refusals: other errors are relayed as they are.
+    """
+    side = RefusedBy(refused_by)
+    if side is RefusedBy.BOTH:
+        raise ValueError("a refusal is made on one leg: refused_by is downstream or upstream")
+    refusing, other = (
+        (agreement.upstream, agreement.downstream)
+        if side is RefusedBy.UPSTREAM
+        else (agreement.downstream, agreement.upstream)
+    )
+    kind = _kind(refusing, refusal)
+    _codes(other)
+    relayed = _in_words_of(other, kind, refusing, side, refusal)
+    if side is RefusedBy.UPSTREAM:
+        return RelayedRefusal(side, downstream=relayed, upstream=refusal)
+    return RelayedRefusal(side, downstream=refusal, upstream=relayed)

@@ -1,4 +1,5 @@
-"""The `mcp-negotiation` command: probe a server's negotiation across every MCP revision."""
+"""The `mcp-negotiation` command: probe a server's negotiation across every MCP revision,
+or see what an A2A agent's card answers a request's A2A headers."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, Final
 
 from .. import __version__
 from ..ucp import Profile, UcpError
+from . import a2a_command
 
 PRESETS: Final[Mapping[str, dict[str, Any]]] = {
     "none": {},
@@ -146,7 +148,35 @@ def main(argv: list[str] | None = None) -> int:
     )
     probe.add_argument("--json", action="store_true", help="machine-readable output (docs/probe.md)")
     probe.add_argument("--timeout", type=_seconds, default=20.0, help="seconds per revision (default 20)")
+    a2a = commands.add_parser(
+        "a2a",
+        help="what an A2A agent with this card answers a request's A2A-Version and A2A-Extensions",
+        description="Negotiate one A2A request against an agent card, as the agent would:\n"
+        "the version it serves, the extensions it activates and echoes, or its refusal.",
+        epilog=a2a_command.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    a2a.add_argument(
+        "--card", required=True, metavar="FILE", type=a2a_command.card_file, help="the agent card (JSON)"
+    )
+    a2a.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        type=a2a_command.header,
+        metavar="'NAME: VALUE'",
+        help="a request header, such as 'A2A-Version: 1.0' (repeat for more)",
+    )
+    a2a.add_argument("--query", metavar="QUERY", help="the request's query string, such as 'A2A-Version=1.0'")
+    a2a.add_argument(
+        "--interface", metavar="URL", help="the URL the request arrived at: its interface's versions only"
+    )
+    a2a.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
+    if args.command == "a2a":
+        return a2a_command.run(
+            args.card, args.header, args.query, interface_url=args.interface, as_json=args.json
+        )
     if args.command != "probe":
         parser.print_help(sys.stderr)
         return 2
