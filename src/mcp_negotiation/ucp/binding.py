@@ -22,6 +22,7 @@ from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE,
 from .header import parse_ucp_agent, validate_profile_url
 from .negotiate import UcpAgreement, negotiate_capabilities
 from .profile import Profile, ProfileSource
+from .requires import Requirements
 
 if TYPE_CHECKING:  # `negotiation` imports this module (a `Policy` checks its `ucp`): never the reverse
     from ..core.negotiation import Negotiation
@@ -67,6 +68,9 @@ class UcpPolicy:
     `business_profile` takes). A platform at an older version is negotiated against
     the business profile for that version: the pinned one, else the one fetched by
     `resolver` from the URL `supported_versions` gives, as the specification has it.
+
+    `requires` gives the business's extensions' `requires` (a `Requirements`, or a
+    mapping of extension name to its `requires` object), checked at every version.
     """
 
     # Either may be a mapping, which cannot be hashed: left out of the hash (not of
@@ -77,10 +81,12 @@ class UcpPolicy:
     stamp_results: bool = False
     continue_url: str | None = None
     supported_profiles: Mapping[str, ProfileSource] = field(default_factory=dict, hash=False)
+    requires: Requirements | Mapping[str, Any] = field(default_factory=dict, hash=False)
     # Derived from the fields above, so not compared: two policies built alike are equal.
     business: Profile = field(init=False, repr=False, compare=False)
     fetcher: ProfileResolver = field(init=False, repr=False, compare=False)
     pinned: Mapping[str, Profile] = field(init=False, repr=False, compare=False)
+    requirements: Requirements = field(init=False, repr=False, compare=False)
 
     def offered(self, failure: UcpError) -> UcpError:
         """`failure` as the platform is told it: with the business's web fallback, if any."""
@@ -100,12 +106,14 @@ class UcpPolicy:
                     f"supported_profiles pins version {version!r}, which the business profile's"
                     f" supported_versions does not list (it lists {listed})"
                 )
-            profile = pinned[version] = Profile.load(source)
-            if profile.version != version:
-                raise ValueError(
-                    f"the profile pinned for version {version} declares ucp.version {profile.version}"
-                )
+            pinned[version] = Profile.load(source)
+            problem = pinned[version].leaf_problem(version)
+            if problem is not None:
+                raise ValueError(f"the profile pinned for version {version} {problem}")
         object.__setattr__(self, "business", business)
+        requires = self.requires
+        requirements = requires if isinstance(requires, Requirements) else Requirements(requires)
+        object.__setattr__(self, "requirements", requirements)
         if self.resolver is None:
             # Imported here: the default fetcher is the one module that loads an HTTP client.
             from .resolver import HttpsProfileResolver
@@ -304,7 +312,7 @@ class UcpNegotiator:
             known = self._agreements.get(url)
             if known is not None and known[0]() is platform and known[1] is business:
                 return known[2]
-            agreement = negotiate_capabilities(business, platform)
+            agreement = negotiate_capabilities(business, platform, requires=self.policy.requirements)
         except UcpError as failure:
             raise self.policy.offered(failure) from None
         # The platform's profile by weak reference: the resolver decides how long a profile
@@ -323,8 +331,8 @@ class UcpNegotiator:
             return pinned
         try:
             profile = await _resolve(self.policy.fetcher, url)
-            if profile.version != version:
-                raise UcpError(PROFILE_MALFORMED, f"it declares ucp.version {profile.version}")
+            if (problem := profile.leaf_problem(version)) is not None:
+                raise UcpError(PROFILE_MALFORMED, f"it {problem}")
         except UcpError as failure:
             report(
                 logging.WARNING,
