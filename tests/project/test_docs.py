@@ -61,6 +61,7 @@ RUNNERS = {
     "examples/requires_sampling.py": "test_requires_sampling_everywhere_serves_clients_that_sample",
     "examples/tool_catalogs.py": "test_every_client_sees_the_requirements_its_refusal_would_carry",
     "examples/tracing.py": "test_tracing_example_prints_the_spans",
+    "examples/ucp_2026_08_25.py": "test_the_2026_08_25_example_prints_what_the_page_says",
     "examples/ucp_negotiation_core.py": "test_the_example_prints_what_the_page_says",
     "examples/ucp_shop.py": "test_stdio_session_extension_and_arguments_path",
     "src/mcp_negotiation/tools/demo.py": "test_a_window_closing_while_serving_reaches_envelopes_seen_before",

@@ -1,4 +1,4 @@
-"""The worked example in docs/ucp.md is the example file, and prints what the page says."""
+"""The worked examples in docs/ucp.md are the example files, and print what the page says."""
 
 from __future__ import annotations
 
@@ -9,22 +9,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "ucp_negotiation_core.py"
+RELEASE_EXAMPLE = ROOT / "examples" / "ucp_2026_08_25.py"
 PAGE = (ROOT / "docs" / "ucp.md").read_text()
 
 
-def block(language: str) -> str:
-    """The page's only fenced block in `language`."""
-    [found] = re.findall(rf"^```{language}\n(.*?)^```$", PAGE, flags=re.DOTALL | re.MULTILINE)
-    return str(found)
+def blocks(language: str) -> list[str]:
+    """The page's fenced blocks in `language`, in page order."""
+    return re.findall(rf"^```{language}\n(.*?)^```$", PAGE, flags=re.DOTALL | re.MULTILINE)
 
 
-def test_the_page_shows_the_example_file() -> None:
-    assert block("python") == EXAMPLE.read_text()
+def output(example: Path) -> str:
+    run = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert run.stderr == ""
+    return run.stdout
+
+
+def test_the_page_shows_the_example_files() -> None:
+    assert blocks("python") == [EXAMPLE.read_text(), RELEASE_EXAMPLE.read_text()]
 
 
 def test_the_example_prints_what_the_page_says() -> None:
-    run = subprocess.run(
-        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert run.stderr == ""
-    assert run.stdout == block("text")
+    assert output(EXAMPLE) == blocks("text")[0]
+
+
+def test_the_2026_08_25_example_prints_what_the_page_says() -> None:
+    assert output(RELEASE_EXAMPLE) == blocks("text")[1]

@@ -151,13 +151,20 @@ class TestProtocolGate:
         assert raised.value.code == VERSION_UNSUPPORTED
         assert raised.value.to_jsonrpc_error()["data"]["code"] == VERSION_UNSUPPORTED
 
-    def test_a_supported_older_version_passes_and_is_the_agreed_version(self) -> None:
+    def test_a_supported_older_version_is_negotiated_against_its_own_profile(self) -> None:
+        leaf = profile(V1, checkout=[V1])
+        agreement = negotiate_capabilities(leaf, profile(V1, checkout=[V1]))
+        assert agreement.version == V1
+        assert agreement.capabilities == {CHECKOUT: V1}
+
+    def test_never_against_the_current_profile_combined_with_an_older_version(self) -> None:
+        # "Platforms SHOULD NOT combine or intersect capabilities across profiles" (2026-08-25,
+        # Protocol Version): the current profile's capabilities are not what V1 is served.
         business = profile(
             V2, supported={V1: "https://biz.example/.well-known/ucp/2026-01-23"}, checkout=[V1, V2]
         )
-        agreement = negotiate_capabilities(business, profile(V1, checkout=[V1]))
-        assert agreement.version == V1
-        assert agreement.capabilities == {CHECKOUT: V1}
+        with pytest.raises(ValueError, match=r"2026-01-23 is served by the business profile .*/2026-01-23"):
+            negotiate_capabilities(business, profile(V1, checkout=[V1]))
 
     def test_a_newer_version_is_not_inferred_compatible(self) -> None:
         business = profile(V2, supported={V1: "https://biz.example/old"})

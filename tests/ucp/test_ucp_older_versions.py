@@ -56,8 +56,8 @@ def _platforms(**more: Any) -> StaticResolver:
     return StaticResolver({OLD_PLATFORM_URL: OLD_PLATFORM, NEW_PLATFORM_URL: NEW_PLATFORM, **more})
 
 
-def _shop(resolver: StaticResolver, **options: Any) -> MCPServer:
-    ucp = UcpPolicy(business_profile=BUSINESS_PROFILE, resolver=resolver, stamp_results=True, **options)
+def _shop(resolver: StaticResolver, business_profile: Any = BUSINESS_PROFILE, **options: Any) -> MCPServer:
+    ucp = UcpPolicy(business_profile=business_profile, resolver=resolver, stamp_results=True, **options)
     server = negotiate(MCPServer("shop"), Policy(ucp=ucp))
 
     @server.tool()
@@ -103,14 +103,22 @@ def _wrong_version() -> dict[str, Any]:
     return document
 
 
+def _not_a_leaf() -> dict[str, Any]:
+    """The older version's profile listing versions of its own, which that profile must not."""
+    document = json.loads(json.dumps(OLD_BUSINESS))
+    document["ucp"]["supported_versions"] = {"2026-01-11": "https://shop.example/.well-known/ucp/2026-01-11"}
+    return document
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     ("listed", "logged"),
     [
         ({}, "profile_unreachable"),  # the resolver cannot fetch it
         ({OLD_URL: _wrong_version()}, "declares ucp.version 2026-04-08"),
+        ({OLD_URL: _not_a_leaf()}, "lists supported_versions of its own"),
     ],
-    ids=["unreachable", "wrong-version"],
+    ids=["unreachable", "wrong-version", "not-a-leaf"],
 )
 async def test_an_unusable_older_profile_refuses_that_version_only(
     mode: str, listed: dict[str, Any], logged: str, caplog: pytest.LogCaptureFixture
@@ -158,6 +166,92 @@ def test_a_pin_must_name_a_listed_version_and_declare_it() -> None:
         UcpPolicy(business_profile=BUSINESS_PROFILE, supported_profiles={"2025-01-01": OLD_BUSINESS})
     with pytest.raises(ValueError, match=r"pinned for version 2026-01-23 declares ucp\.version 2026-04-08"):
         UcpPolicy(business_profile=BUSINESS_PROFILE, supported_profiles={OLD: _wrong_version()})
+    with pytest.raises(
+        ValueError, match=r"pinned for version 2026-01-23 lists supported_versions of its own"
+    ):
+        UcpPolicy(business_profile=BUSINESS_PROFILE, supported_profiles={OLD: _not_a_leaf()})
+
+
+RELEASE = "2026-08-25"
+LOYALTY = "com.acme.shopping.loyalty"
+LEAF_URLS = {
+    NEW: "https://shop.example/.well-known/ucp/2026-04-08",
+    OLD: "https://shop.example/.well-known/ucp/2026-01-23",
+}
+LOYALTY_ENTRY = {"version": "2026-06-15", "extends": CHECKOUT}
+CURRENT = {
+    "ucp": {
+        "version": RELEASE,
+        "supported_versions": LEAF_URLS,
+        "capabilities": {CHECKOUT: [{"version": RELEASE}], LOYALTY: [LOYALTY_ENTRY]},
+        "services": {},
+        "payment_handlers": {},
+    },
+    "keys": [],
+}
+"""A business at 2026-08-25 still serving 2026-04-08 (pinned) and 2026-01-23 (fetched)."""
+AT_NEW = {"ucp": {"version": NEW, "capabilities": {CHECKOUT: [{"version": NEW}], LOYALTY: [LOYALTY_ENTRY]}}}
+RELEASE_PLATFORM_URL = "https://release-platform.example/profile.json"
+
+
+def _platform(version: str) -> dict[str, Any]:
+    return {
+        "ucp": {
+            "version": version,
+            "capabilities": {CHECKOUT: [{"version": version}], LOYALTY: [LOYALTY_ENTRY]},
+        }
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_2026_08_25_business_serves_each_version_from_that_versions_profile(mode: str) -> None:
+    """Three platforms, three versions, three business profiles; the loyalty extension's
+    `requires` (checkout 2026-06-01 or later) is met only by the 2026-08-25 checkout."""
+    resolver = StaticResolver(
+        {
+            RELEASE_PLATFORM_URL: _platform(RELEASE),
+            NEW_PLATFORM_URL: _platform(NEW),
+            OLD_PLATFORM_URL: OLD_PLATFORM,
+            LEAF_URLS[OLD]: OLD_BUSINESS,
+        }
+    )
+    server = _shop(
+        resolver,
+        CURRENT,
+        supported_profiles={NEW: AT_NEW},
+        requires={LOYALTY: {"capabilities": {CHECKOUT: {"min": "2026-06-01"}}}},
+    )
+    async with Client(server, mode=mode) as client:
+        release = structured(await client.call_tool("create_checkout", _args(RELEASE_PLATFORM_URL)))
+        new = structured(await client.call_tool("create_checkout", _args(NEW_PLATFORM_URL)))
+        old = structured(await client.call_tool("create_checkout", _args(OLD_PLATFORM_URL)))
+    assert release == {
+        "ucp": {
+            "version": RELEASE,
+            "capabilities": {CHECKOUT: [{"version": RELEASE}], LOYALTY: [{"version": "2026-06-15"}]},
+        },
+        "items": ["tea"],
+        "dropped": {},
+    }
+    assert new == {
+        "ucp": {"version": NEW, "capabilities": {CHECKOUT: [{"version": NEW}]}},
+        "items": ["tea"],
+        "dropped": {LOYALTY: "requirement_unmet"},
+    }
+    # 2026-01-23's own profile has gift wrap and no loyalty: nothing of the current one leaks in.
+    assert old == {
+        "ucp": {
+            "version": OLD,
+            "capabilities": {CHECKOUT: [{"version": OLD}], GIFT_WRAP: [{"version": OLD}]},
+        },
+        "items": ["tea"],
+        "dropped": {},
+    }
+
+
+def test_requirements_are_checked_when_the_policy_is_built() -> None:
+    with pytest.raises(ValueError, match="is empty"):
+        UcpPolicy(business_profile=CURRENT, requires={LOYALTY: {"protocol": {"min": RELEASE, "max": NEW}}})
 
 
 def test_the_probe_says_an_older_platform_is_not_predicted_from_the_advertisement() -> None:

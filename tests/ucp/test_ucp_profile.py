@@ -15,6 +15,8 @@ from mcp_negotiation.ucp.profile import (
     MAX_CONFIG_DEPTH,
     MAX_CONFIG_NODES,
     MAX_ENTRIES_PER_CAPABILITY,
+    MAX_KEY_NODES,
+    MAX_KEYS,
     MAX_NAME_LENGTH,
     MAX_PARENTS,
     MAX_PROFILE_BYTES,
@@ -46,12 +48,85 @@ def ucp(**fields: object) -> dict[str, Any]:
     return {"ucp": {"version": "2026-04-08", **fields}}
 
 
+NEW = "2026-08-25"
+
+
+def at(version: str, **top_level: object) -> dict[str, Any]:
+    """A profile of `version` with members beside its `ucp` object (where signing keys go)."""
+    return {"ucp": {"version": version}, **top_level}
+
+
+KEY = {
+    "kid": "platform_2025",
+    "kty": "EC",
+    "crv": "P-256",
+    "x": "MKBC",
+    "y": "4Etl",
+    "use": "sig",
+    "alg": "ES256",
+}
+OTHER_KEY = {"kid": "k2", "kty": "OKP", "crv": "Ed25519", "x": "JrQL"}
+
+
+class TestKeys:
+    def test_from_2026_08_25_they_are_keys(self) -> None:
+        profile = Profile.from_json(at(NEW, keys=[KEY], signing_keys=[OTHER_KEY]))
+        assert profile.keys == (KEY,)
+        assert isinstance(profile.keys[0], MappingProxyType)
+
+    def test_before_they_are_signing_keys(self) -> None:
+        # 2026-04-08 Profile Structure: signing_keys[] is "the canonical UCP profile field";
+        # keys[] a mirror for JWK Set readers.
+        assert Profile.from_json(at("2026-04-08", keys=[KEY], signing_keys=[OTHER_KEY])).keys == (OTHER_KEY,)
+
+    def test_keys_of_unknown_kinds_are_kept(self) -> None:
+        # "verifiers skip keys they do not recognize": for the verifier to skip, not the reader.
+        odd = {"kid": "pq", "kty": "AKP", "alg": "ML-DSA-65", "pub": "AAAA", "x5c": ["MIIB"]}
+        assert Profile.from_json(at(NEW, keys=[odd])).keys == ({**odd, "x5c": ("MIIB",)},)
+
+    def test_none_is_none(self) -> None:
+        assert Profile.from_json(at(NEW)).keys == ()
+        assert Profile.from_json(at(NEW, keys=[])).keys == ()
+
+    def test_direct_construction_checks_and_freezes_them(self) -> None:
+        source = [dict(KEY)]
+        profile = Profile(NEW, keys=source)  # type: ignore[arg-type]
+        source[0]["kid"] = "changed"
+        assert profile.keys[0]["kid"] == "platform_2025"
+        with pytest.raises(UcpError):
+            Profile(NEW, keys=({"kid": "a", "kty": "EC", "d": "x"},))
+
+
+def test_a_schema_url_is_kept_as_given() -> None:
+    # Whether it binds is negotiation's question, at the version negotiated.
+    entry = {"version": NEW, "schema": "https://evil.example/x.json"}
+    profile = Profile.from_json({"ucp": {"version": NEW, "capabilities": {CHECKOUT: [entry]}}})
+    assert profile.capabilities[CHECKOUT][0].schema == "https://evil.example/x.json"
+
+
+class TestLeaves:
+    """A profile `supported_versions` points to: 2026-08-25 Protocol Version, "whose ucp.version
+    equals its map key" and "Version-specific profiles are leaf documents ... MUST NOT contain a
+    supported_versions field"."""
+
+    def test_a_leaf(self) -> None:
+        assert Profile.from_json(ucp()).leaf_problem("2026-04-08") is None
+        assert Profile.from_json(ucp(supported_versions={})).leaf_problem("2026-04-08") is None
+
+    def test_another_version(self) -> None:
+        assert Profile.from_json(ucp()).leaf_problem("2026-01-23") == "declares ucp.version 2026-04-08"
+
+    def test_one_listing_versions_of_its_own(self) -> None:
+        profile = Profile.from_json(ucp(supported_versions={"2026-01-23": "https://b.example/old"}))
+        assert "lists supported_versions of its own" in str(profile.leaf_problem("2026-04-08"))
+
+
 def test_current_shape() -> None:
     profile = Profile.from_json(CURRENT_SHAPE)
     assert profile.version == "2026-04-08"
     assert profile.supported_versions == {"2026-01-23": "https://biz.example/.well-known/ucp/2026-01-23"}
     assert profile.capabilities == {
-        CHECKOUT: (CapabilityEntry("2026-04-08"),),
+        CHECKOUT: (CapabilityEntry("2026-04-08", schema="https://s"),),
         FULFILLMENT: (CapabilityEntry("2026-04-08", (CHECKOUT,)),),
         DISCOUNT: (CapabilityEntry("2026-04-08", (CHECKOUT, CART)),),
     }
@@ -210,6 +285,21 @@ for _ in range(MAX_CONFIG_DEPTH + 1):
             ),
             "too many entries in the array shape",
         ),
+        (ucp(capabilities={CHECKOUT: [{"version": "2026-04-08", "schema": 1}]}), "schema not a string"),
+        (
+            ucp(capabilities={CHECKOUT: [{"version": "2026-04-08", "schema": "https://s/" + "x" * 2048}]}),
+            "schema too long",
+        ),
+        (at(NEW, keys={"kid": "a", "kty": "EC"}), "keys not an array"),
+        (at(NEW, keys=[{"kid": "a", "kty": "EC"}] * (MAX_KEYS + 1)), "too many keys"),
+        (at(NEW, keys=["a"]), "a key not an object"),
+        (at(NEW, keys=[{"kty": "EC"}]), "a key without kid"),
+        (at(NEW, keys=[{"kid": "a", "kty": 1}]), "a kty not a string"),
+        (at(NEW, keys=[{"kid": "a", "kty": "EC", "d": "private"}]), "a private key"),
+        (at(NEW, keys=[{"kid": "a", "kty": "oct", "k": "secret"}]), "a symmetric key"),
+        (at(NEW, keys=[{"kid": "a", "kty": "RSA", "x5c": ["c"] * MAX_KEY_NODES}]), "keys too large"),
+        (at(NEW, keys=[{"kid": "a", "kty": "EC", "x": {"a": {"b": {"c": {"d": 1}}}}}]), "a key too deep"),
+        (at("2026-04-08", signing_keys=[{"kid": "a", "kty": "EC", "d": "private"}]), "older keys too"),
         (ucp(supported_versions=["2026-01-23"]), "supported_versions not an object"),
         (ucp(supported_versions={"latest": "https://b.example/"}), "supported_versions key not a date"),
         (ucp(supported_versions={"2026-01-23": 1}), "supported_versions value not a URL"),

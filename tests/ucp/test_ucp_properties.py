@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_negotiation.ucp import (
+    ORPHANED_EXTENSION,
+    REQUIREMENT_UNMET,
     VERSION_UNSUPPORTED,
     Profile,
+    Requirements,
+    Requires,
     UcpAgreement,
     UcpError,
+    VersionRange,
+    authority_binds,
     negotiate_capabilities,
     parse_ucp_agent,
 )
@@ -65,9 +72,13 @@ def reshaped(draw: st.DrawFn, caps: Capabilities) -> Capabilities | list[dict[st
 
 
 @st.composite
-def pairs(draw: st.DrawFn, *, acyclic: bool = False) -> tuple[Profile, Profile, Capabilities, Capabilities]:
+def pairs(
+    draw: st.DrawFn, *, acyclic: bool = False, overlapping: bool = False
+) -> tuple[Profile, Profile, Capabilities, Capabilities]:
+    """A business and a platform; `overlapping` makes the platform often declare what the
+    business does, so that long chains of extensions survive the intersection."""
     ours = draw(capabilities(acyclic=acyclic))
-    theirs = draw(capabilities())
+    theirs = ours if overlapping and draw(st.booleans()) else draw(capabilities())
     business = Profile.from_json(document("2026-04-08", ours))
     platform = Profile.from_json(document("2026-04-08", theirs))
     return business, platform, ours, theirs
@@ -177,8 +188,12 @@ def test_for_operation_selects_a_connected_subset(
 def test_protocol_gate(business_version: str, platform_version: str, supported: list[str]) -> None:
     business = Profile.from_json(document(business_version, {}, supported))
     platform = Profile.from_json(document(platform_version, {}))
-    if platform_version == business_version or platform_version in supported:
+    if platform_version == business_version:
         assert negotiate_capabilities(business, platform).version == platform_version
+    elif platform_version in supported:
+        # Served, but by the profile that version's entry points to, never by this one.
+        with pytest.raises(ValueError, match="negotiate against that profile"):
+            negotiate_capabilities(business, platform)
     else:
         assert failure(lambda: negotiate_capabilities(business, platform)) == VERSION_UNSUPPORTED
 
@@ -270,3 +285,131 @@ def test_parse_ucp_agent_raises_only_ucp_errors(value: str | bytes) -> None:
     urls: list[str] = []
     assert failure(lambda: urls.append(parse_ucp_agent(value))) in (None, "invalid_profile_url")
     assert all(url.lower().startswith("https://") for url in urls)
+
+
+ranges = st.builds(
+    lambda bounds, open_ended: VersionRange(bounds[0], None if open_ended else bounds[-1]),
+    st.lists(st.sampled_from(VERSIONS), min_size=1, max_size=2, unique=True).map(sorted),
+    st.booleans(),
+)
+requirements = st.dictionaries(
+    st.sampled_from(NAMES),
+    st.builds(
+        Requires,
+        st.none() | ranges,
+        st.dictionaries(st.sampled_from(NAMES), ranges, max_size=3),
+    ),
+    max_size=len(NAMES),
+).map(Requirements)
+
+
+@st.composite
+def forests(draw: st.DrawFn) -> tuple[Profile, Profile, Capabilities, Capabilities]:
+    """A business whose capabilities mostly extend earlier ones (chains, multi-parent
+    extensions) and a platform declaring most of them: the shape in which requirements
+    refuse extensions that others extend, so that pruning has to run again."""
+    ours: Capabilities = {}
+    for name in NAMES:
+        entry: dict[str, Any] = {"version": draw(st.sampled_from(VERSIONS))}
+        if ours and draw(st.integers(0, 3)):
+            entry["extends"] = draw(
+                st.lists(st.sampled_from(sorted(ours)), min_size=1, max_size=2, unique=True)
+            )
+        ours[name] = [entry]
+    missing = draw(st.sets(st.sampled_from(NAMES), max_size=2))
+    theirs = {name: entries for name, entries in ours.items() if name not in missing}
+    business = Profile.from_json(document("2026-04-08", ours))
+    return business, Profile.from_json(document("2026-04-08", theirs)), ours, theirs
+
+
+def admitted(requires: Requirements, active: Mapping[str, str], protocol: str) -> set[str]:
+    return {name for name, version in active.items() if requires.admits(name, version, protocol, active)}
+
+
+def pruned(active: dict[str, str], business: Profile) -> dict[str, str]:
+    """The specification's steps 3-4 over `active`, literally: remove orphans until none is left."""
+    extends = {
+        name: next(e.extends for e in business.capabilities[name] if e.version == v)
+        for name, v in active.items()
+    }
+    while orphans := [n for n in active if extends[n] and not any(p in active for p in extends[n])]:
+        for name in orphans:
+            del active[name]
+    return active
+
+
+@quick
+@given(pairs(overlapping=True) | forests(), requirements)
+def test_requires_leaves_a_fixed_point_of_checking_and_pruning(
+    case: tuple[Profile, Profile, Capabilities, Capabilities], requires: Requirements
+) -> None:
+    business, platform, _, _ = case
+    without = negotiate_capabilities(business, platform)
+    agreement = negotiate_capabilities(business, platform, requires=requires)
+    active = agreement.capabilities
+    # Checking again against the result refuses nothing, and pruning again removes nothing.
+    assert admitted(requires, active, agreement.version) == set(active)
+    for entry in agreement.entries.values():
+        assert not entry.extends or any(parent in active for parent in entry.extends)
+    # Requirements only ever remove: what is active was active without them, at the same version.
+    assert active.items() <= without.capabilities.items()
+    # Refused are exactly those the selection (intersection and pruning done) does not satisfy.
+    refused = {name for name, reason in agreement.dropped.items() if reason == REQUIREMENT_UNMET}
+    assert refused == set(without.capabilities) - admitted(requires, without.capabilities, without.version)
+    # What else was lost was orphaned by it; the rest of `dropped` is as without requirements.
+    for name, reason in agreement.dropped.items():
+        if name in without.dropped:
+            assert reason == without.dropped[name]
+        elif name not in refused:
+            assert reason == ORPHANED_EXTENSION
+    assert set(active) | set(agreement.dropped) == set(business.capabilities)
+    assert not set(active) & set(agreement.dropped)
+
+
+@quick
+@given(pairs(acyclic=True, overlapping=True) | forests(), requirements)
+def test_requires_matches_checking_and_pruning_in_rounds_until_nothing_changes(
+    case: tuple[Profile, Profile, Capabilities, Capabilities], requires: Requirements
+) -> None:
+    """The resolution flow run literally: check every active extension, exclude the refused,
+    re-prune, and start again, until a round changes nothing."""
+    business, platform, _, _ = case
+    active = spec_algorithm(business, platform)
+    while refused := set(active) - admitted(requires, active, platform.version):
+        active = pruned({n: v for n, v in active.items() if n not in refused}, business)
+    agreement = negotiate_capabilities(business, platform, requires=requires)
+    assert agreement.capabilities == active
+
+
+@quick
+@given(pairs())
+def test_requirements_that_admit_everything_change_nothing(
+    case: tuple[Profile, Profile, Capabilities, Capabilities],
+) -> None:
+    business, platform, _, _ = case
+    everything = Requirements({name: {"protocol": {"min": VERSIONS[0]}} for name in NAMES})
+    assert_same(
+        negotiate_capabilities(business, platform, requires=everything),
+        negotiate_capabilities(business, platform),
+    )
+
+
+labels = st.lists(
+    st.sampled_from(["com", "example", "pay", "ucp", "dev", "shop", "x-1"]), min_size=1, max_size=4
+)
+
+
+@quick
+@given(labels, labels, st.sampled_from(["https", "http", "ftp"]), st.sampled_from(["", "user@", "u:p@"]))
+def test_authority_binds_by_label_aligned_reversed_host(
+    name_labels: list[str], host_labels: list[str], scheme: str, userinfo: str
+) -> None:
+    name, host = ".".join(name_labels), ".".join(host_labels)
+    reversed_host = ".".join(reversed(host_labels))
+    expected = (
+        scheme == "https"
+        and not userinfo
+        and len(host_labels) >= 2
+        and (name == reversed_host or name.startswith(reversed_host + "."))
+    )
+    assert authority_binds(name, f"{scheme}://{userinfo}{host}/schema.json") is expected

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Final
 
+from .authority import authority_binds
 from .errors import (
     CAPABILITIES_INCOMPATIBLE,
     INVALID_PROFILE_URL,
@@ -25,14 +26,18 @@ from .errors import (
 )
 from .header import MAX_HEADER_LENGTH, MAX_URL_LENGTH, parse_ucp_agent, validate_profile_url
 from .negotiate import (
+    AUTHORITY_MISMATCH,
     NO_COMMON_VERSION,
     NOT_OFFERED,
     ORPHANED_EXTENSION,
+    RELEASE_VERSION_MISMATCH,
+    REQUIREMENT_UNMET,
     DropReason,
     UcpAgreement,
     negotiate_capabilities,
 )
-from .profile import CapabilityEntry, JsonValue, Profile, ProfileSource, is_version
+from .profile import RELEASE_RULES_FROM, CapabilityEntry, JsonValue, Profile, ProfileSource, is_version
+from .requires import Requirements, Requires, SchemaSource, VersionRange
 
 if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
     from .binding import (
@@ -47,6 +52,7 @@ if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
 
 __all__ = [
     "ALL_PORTS",
+    "AUTHORITY_MISMATCH",
     "CAPABILITIES_INCOMPATIBLE",
     "INVALID_PROFILE_URL",
     "MAX_HEADER_LENGTH",
@@ -56,6 +62,9 @@ __all__ = [
     "ORPHANED_EXTENSION",
     "PROFILE_MALFORMED",
     "PROFILE_UNREACHABLE",
+    "RELEASE_RULES_FROM",
+    "RELEASE_VERSION_MISMATCH",
+    "REQUIREMENT_UNMET",
     "UCP_EXTENSION_ID",
     "UCP_JSONRPC_ERROR",
     "UCP_SESSION_KEY",
@@ -67,12 +76,17 @@ __all__ = [
     "Profile",
     "ProfileResolver",
     "ProfileSource",
+    "Requirements",
+    "Requires",
+    "SchemaSource",
     "StaticResolver",
     "UcpAgreement",
     "UcpError",
     "UcpErrorCode",
     "UcpPolicy",
+    "VersionRange",
     "advertisement",
+    "authority_binds",
     "is_special_address",
     "is_version",
     "negotiate_capabilities",

@@ -1,7 +1,8 @@
 """UCP capability negotiation: the business decides, from two profiles, what is active.
 
-The rules are the specification's intersection algorithm, with two choices made
-explicit:
+The rules are the specification's intersection algorithm, then (when the business gives
+its extensions' `requires`) the version-compatibility check of its resolution flow, with
+these choices made explicit:
 
 - Versions match by exact string only. A later date is never assumed to be compatible
   with an earlier one; the latest date *both* sides list wins.
@@ -10,6 +11,16 @@ explicit:
   anchors its extensions), which gives the same answer as repeated removal for every
   chain the specification describes, and also drops extensions that only extend each
   other in a cycle, which repeated removal would keep with no root beneath them.
+- From 2026-08-25, an entry either profile may not declare is treated as absent before
+  versions are compared: a `dev.ucp.*` entry whose version is not the profile's
+  `ucp.version`, and an entry whose `schema` URL is not served by the owner of its name
+  (`authority_binds`). The latest shared version both sides declare validly wins.
+- `requires` is checked once against the versions selected (intersection and pruning
+  done), every active extension against the same selection, and the refused ones are
+  removed before pruning runs again. A constraint on a capability that is not active
+  holds vacuously, so removing capabilities can only satisfy a constraint, never break
+  one: the result is a fixed point of checking and pruning together, with no second
+  round needed (a property test checks it against the rounds run literally).
 
 Negotiation never fails because capabilities were lost: losing them is the expected
 outcome of two independently evolving profiles, and each loss is kept with its reason.
@@ -24,19 +35,31 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
+from .authority import authority_binds
 from .errors import CAPABILITIES_INCOMPATIBLE, VERSION_UNSUPPORTED, UcpError
-from .profile import CapabilityEntry, Profile
+from .profile import RELEASE_RULES_FROM, CapabilityEntry, Profile
+from .requires import Requirements
 
 __all__ = [
+    "AUTHORITY_MISMATCH",
     "NOT_OFFERED",
     "NO_COMMON_VERSION",
     "ORPHANED_EXTENSION",
+    "RELEASE_VERSION_MISMATCH",
+    "REQUIREMENT_UNMET",
     "DropReason",
     "UcpAgreement",
     "negotiate_capabilities",
 ]
 
-DropReason = Literal["not_offered", "no_common_version", "orphaned_extension"]
+DropReason = Literal[
+    "not_offered",
+    "no_common_version",
+    "orphaned_extension",
+    "release_version_mismatch",
+    "authority_mismatch",
+    "requirement_unmet",
+]
 
 NOT_OFFERED: Final = "not_offered"
 """The platform's profile does not declare the capability."""
@@ -44,6 +67,15 @@ NO_COMMON_VERSION: Final = "no_common_version"
 """Both declare it, but no version string appears on both sides."""
 ORPHANED_EXTENSION: Final = "orphaned_extension"
 """An extension none of whose parents survived (directly or down a chain)."""
+RELEASE_VERSION_MISMATCH: Final = "release_version_mismatch"
+"""From 2026-08-25: the only shared versions are on `dev.ucp.*` entries of another version
+than their profile's `ucp.version`, which either side's profile may not declare."""
+AUTHORITY_MISMATCH: Final = "authority_mismatch"
+"""From 2026-08-25: the only shared versions are on entries whose `schema` URL is not
+served by the owner of the capability's name, in either side's profile."""
+REQUIREMENT_UNMET: Final = "requirement_unmet"
+"""The negotiated protocol version or a selected capability version is outside the
+extension's `requires` ranges."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +85,9 @@ class UcpAgreement:
     `capabilities` maps each active capability to its chosen version and `entries` to
     the business's entry for that version (its `extends` and `config` are the ones in
     force). `dropped` gives every business capability that is not active its reason,
-    so `capabilities` and `dropped` partition the business's capabilities.
+    so `capabilities` and `dropped` partition the business's capabilities. `version` is
+    the protocol version agreed: the platform's, which the business profile negotiated
+    against declares too.
     """
 
     version: str
@@ -140,22 +174,69 @@ def _closure(seed: set[str], candidates: Mapping[str, CapabilityEntry]) -> set[s
     return reached
 
 
-def _accepts(business: Profile, version: str) -> bool:
-    return version == business.version or version in business.supported_versions
+def _refusal(name: str, entry: CapabilityEntry, version: str) -> DropReason | None:
+    """Why a profile at protocol `version` may not declare `entry` of `name`, if it may not."""
+    if version < RELEASE_RULES_FROM:
+        return None
+    if name.startswith("dev.ucp.") and entry.version != version:
+        return RELEASE_VERSION_MISMATCH
+    if entry.schema is not None and not authority_binds(name, entry.schema):
+        return AUTHORITY_MISMATCH
+    return None
 
 
-def negotiate_capabilities(business: Profile, platform: Profile) -> UcpAgreement:
+def _select(
+    name: str, ours: tuple[CapabilityEntry, ...], theirs: tuple[CapabilityEntry, ...], version: str
+) -> CapabilityEntry | DropReason:
+    """The business entry at the latest version both sides declare validly, or why there is none.
+
+    Only versions both sides list are looked at, latest first, so entries of a platform's
+    that the business does not share cost no check; when every shared version is refused,
+    the latest one's reason is kept (the business's entry's before the platform's).
+    """
+    mine = {entry.version: entry for entry in ours}
+    platform_at = {entry.version: entry for entry in theirs}
+    reason: DropReason = NO_COMMON_VERSION
+    for shared in sorted(mine.keys() & platform_at.keys(), reverse=True):
+        refused = _refusal(name, mine[shared], version) or _refusal(name, platform_at[shared], version)
+        if refused is None:
+            return mine[shared]
+        if reason == NO_COMMON_VERSION:
+            reason = refused
+    return reason
+
+
+def _anchored(offered: Mapping[str, CapabilityEntry]) -> set[str]:
+    """The offered capabilities that survive pruning: the roots and what extends them, transitively."""
+    return _closure({name for name, entry in offered.items() if not entry.extends}, offered)
+
+
+def negotiate_capabilities(
+    business: Profile, platform: Profile, *, requires: Requirements | None = None
+) -> UcpAgreement:
     """Negotiate the capabilities a business serves a platform, by the specification's rules.
 
-    When the platform speaks an older protocol version that the business lists in
-    `supported_versions`, pass the business profile *for that version* (the one its URL
-    points to): this function negotiates against the profile it is given.
+    `business` is the business's profile *at the platform's protocol version*: its
+    current profile, or, for an older version it lists in `supported_versions`, the
+    profile that entry points to (whose own version is that one). Given the current
+    profile for a platform at a listed older version, this raises `ValueError`, because
+    the specification says not to combine profiles across versions: the current one's
+    capabilities are not what the business serves at the older version.
+
+    `requires` gives the `requires` of the business's extensions (from their schemas),
+    checked once versions are selected.
     """
-    if not _accepts(business, platform.version):
+    version = platform.version
+    if version != business.version:
+        if version in business.supported_versions:
+            raise ValueError(
+                f"protocol version {version} is served by the business profile that supported_versions"
+                f" lists for it ({business.supported_versions[version]}): negotiate against that profile"
+            )
         served = ", ".join(sorted({business.version, *business.supported_versions}))
         raise UcpError(
             VERSION_UNSUPPORTED,
-            f"protocol version {platform.version} is not supported; this business supports {served}",
+            f"protocol version {version} is not supported; this business supports {served}",
         )
     dropped: dict[str, DropReason] = {}
     offered: dict[str, CapabilityEntry] = {}
@@ -164,18 +245,23 @@ def negotiate_capabilities(business: Profile, platform: Profile) -> UcpAgreement
         if theirs is None:
             dropped[name] = NOT_OFFERED
             continue
-        ours = {entry.version: entry for entry in business.capabilities[name]}
-        shared = ours.keys() & {entry.version for entry in theirs}
-        if not shared:
-            dropped[name] = NO_COMMON_VERSION
-            continue
-        offered[name] = ours[max(shared)]
-    roots = {name for name, entry in offered.items() if not entry.extends}
-    active = _closure(roots, offered)
+        selected = _select(name, business.capabilities[name], theirs, version)
+        if isinstance(selected, str):
+            dropped[name] = selected
+        else:
+            offered[name] = selected
+    active = _anchored(offered)
+    if requires:
+        chosen = {name: offered[name].version for name in active}
+        unmet = {name for name in active if not requires.admits(name, chosen[name], version, chosen)}
+        dropped.update(dict.fromkeys(unmet, REQUIREMENT_UNMET))
+        for name in unmet:
+            del offered[name]
+        active = _anchored(offered)
     for name in offered.keys() - active:
         dropped[name] = ORPHANED_EXTENSION
     return UcpAgreement(
-        version=platform.version,
+        version=version,
         capabilities={name: offered[name].version for name in sorted(active)},
         dropped=dict(sorted(dropped.items())),
         entries={name: offered[name] for name in sorted(active)},

@@ -2,8 +2,10 @@
 
 Real platform profiles are often minimal (no `services`, no `spec`/`schema`), and the
 official generated models reject them; negotiation needs only `ucp.version` and each
-capability entry's `version`, `extends` and `config`, so that is all this reads, and
-everything else in the document is ignored rather than validated.
+capability entry's `version`, `extends`, `config` and (for 2026-08-25's authority
+binding) `schema`, so that is all this reads of capabilities, and everything else in
+the document is ignored rather than validated. The profile's signing keys are kept too
+(`Profile.keys`), for whoever verifies signatures; negotiation never reads them.
 
 Lenient about shape, strict about size and types: a profile comes from whoever sent the
 request, so every count, length and depth is capped, and anything that is not what the
@@ -38,10 +40,13 @@ __all__ = [
     "MAX_CONFIG_DEPTH",
     "MAX_CONFIG_NODES",
     "MAX_ENTRIES_PER_CAPABILITY",
+    "MAX_KEYS",
+    "MAX_KEY_NODES",
     "MAX_NAME_LENGTH",
     "MAX_PARENTS",
     "MAX_PROFILE_BYTES",
     "MAX_SUPPORTED_VERSIONS",
+    "RELEASE_RULES_FROM",
     "CapabilityEntry",
     "JsonValue",
     "Profile",
@@ -65,6 +70,21 @@ MAX_CONFIG_NODES: Final = 10_000
 """JSON values in all `config` objects of one profile together."""
 MAX_PROFILE_BYTES: Final = 4 * 1024 * 1024
 """Bytes `Profile.from_bytes` parses; the HTTPS resolver's own cap is lower."""
+MAX_KEYS: Final = 64
+"""Signing keys (JWKs) one profile may publish; a real one has two or three."""
+MAX_KEY_NODES: Final = 2_000
+"""JSON values in all the signing keys of one profile together."""
+_MAX_KEY_DEPTH: Final = 4
+"""Nesting of one JWK: its members are strings, or arrays of strings (`x5c`, `key_ops`)."""
+_MAX_KEY_STRING: Final = 8_192
+"""Characters in one JWK string: room for an `x5c` certificate, not for a megabyte."""
+_PRIVATE_KEY_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
+"""JWK members that only private (or symmetric) keys carry, which a profile must not publish."""
+
+RELEASE_RULES_FROM: Final = "2026-08-25"
+"""The first UCP version with its rules for profiles of that version: signing keys in
+`keys[]` (not `signing_keys[]`), `dev.ucp.*` entries at the release's own version, and
+`schema` URLs bound to their namespace's authority (the last two are `negotiate`'s)."""
 
 JsonValue: TypeAlias = "bool | int | float | str | tuple[JsonValue, ...] | Mapping[str, JsonValue] | None"
 """Frozen JSON: objects become read-only mappings and arrays become tuples."""
@@ -101,12 +121,15 @@ class CapabilityEntry:
     """One version of one capability, as a profile declares it.
 
     `extends` is always a tuple: a string `extends` is a one-parent list, so the
-    pruning rule ("at least one parent survives") needs no special case.
+    pruning rule ("at least one parent survives") needs no special case. `schema` is
+    the URL of the capability's JSON Schema, if the entry names one: from 2026-08-25 it
+    must be served by the owner of the capability's name (`authority_binds`).
     """
 
     version: str
     extends: tuple[str, ...] = ()
     config: Mapping[str, JsonValue] | None = None
+    schema: str | None = None
 
     def __post_init__(self) -> None:
         # Built directly, an entry gets the same shapes `from_json` gives it: a string
@@ -137,16 +160,19 @@ def _entry(obj: object, where: str, budget: Budget) -> CapabilityEntry:
         extends = tuple(dict.fromkeys(_name(parent, f"{where} extends") for parent in raw_extends))
     else:
         raise _malformed(f"{where} extends must be a name or a list of 1 to {MAX_PARENTS} names")
+    schema = obj.get("schema")
+    if schema is not None and (not isinstance(schema, str) or len(schema) > MAX_URL_LENGTH):
+        raise _malformed(f"{where} schema must be a URL of at most {MAX_URL_LENGTH} characters")
     raw_config = obj.get("config")
     if raw_config is None:
-        return CapabilityEntry(version, extends)
+        return CapabilityEntry(version, extends, schema=schema)
     if not isinstance(raw_config, Mapping):
         raise _malformed(f"{where} config must be an object")
     try:
         config = freeze(raw_config, budget, max_depth=MAX_CONFIG_DEPTH)
     except NotFreezable as reason:
         raise _malformed(f"capability config {reason}") from None
-    return CapabilityEntry(version, extends, config)
+    return CapabilityEntry(version, extends, config, schema)
 
 
 def _entries(name: str, raw: object, budget: Budget) -> tuple[CapabilityEntry, ...]:
@@ -196,18 +222,47 @@ def _supported_versions(raw: object) -> dict[str, str]:
     return result
 
 
+def _keys(raw: object, where: str) -> tuple[Mapping[str, JsonValue], ...]:
+    """The public JWKs of a key set, each frozen; bounded in count and size.
+
+    A key that is no JWK (not an object, no string `kid` and `kty`) or that carries
+    private material makes the profile malformed: a profile whose signing keys fail
+    validation is to be rejected. A key of a type, curve or algorithm nobody knows is
+    kept: verifiers skip those when verifying, and such a key must not fail the profile.
+    """
+    if raw is None:
+        return ()
+    if not _is_array(raw) or len(raw) > MAX_KEYS:
+        raise _malformed(f"{where} must be an array of at most {MAX_KEYS} keys")
+    budget = Budget(MAX_KEY_NODES)
+    kept = []
+    for key in raw:
+        if not isinstance(key, Mapping) or not all(isinstance(key.get(m), str) for m in ("kid", "kty")):
+            raise _malformed(f"{where} must hold JWK objects, each with a string kid and kty")
+        if _PRIVATE_KEY_MEMBERS & key.keys():
+            raise _malformed(f"{where} must hold public keys only: a key carries private members")
+        try:
+            kept.append(freeze(key, budget, max_depth=_MAX_KEY_DEPTH, max_string=_MAX_KEY_STRING))
+        except NotFreezable as reason:
+            raise _malformed(f"{where} {reason}") from None
+    return tuple(kept)
+
+
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Profile:
     """The parts of a UCP profile that negotiation reads.
 
     `supported_versions` is meaningful on a business profile only: the older protocol
     versions it still serves, each with the URL of the profile for that version.
+    `keys` are the profile's public signing keys (JWKs): its `keys[]` from 2026-08-25,
+    its `signing_keys[]` before. They are never advertised nor negotiated.
     The mappings are read-only, so a profile can be cached and shared between requests.
     """
 
     version: str
     capabilities: Mapping[str, tuple[CapabilityEntry, ...]] = field(default_factory=dict)
     supported_versions: Mapping[str, str] = field(default_factory=dict)
+    keys: tuple[Mapping[str, JsonValue], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         # Direct construction may pass plain dicts; freeze them so no caller can mutate
@@ -215,6 +270,8 @@ class Profile:
         entries_of = {name: tuple(entries) for name, entries in self.capabilities.items()}
         object.__setattr__(self, "capabilities", MappingProxyType(entries_of))
         object.__setattr__(self, "supported_versions", MappingProxyType(dict(self.supported_versions)))
+        if not all(isinstance(key, MappingProxyType) for key in self.keys):
+            object.__setattr__(self, "keys", _keys(list(self.keys), "keys"))
         for name, entries in self.capabilities.items():
             versions = [entry.version for entry in entries]
             if len(set(versions)) != len(versions):
@@ -226,6 +283,21 @@ class Profile:
         lists in `supported_versions` (its own version, or an unlisted one: None)."""
         return self.supported_versions.get(version) if version != self.version else None
 
+    def leaf_problem(self, version: str) -> str | None:
+        """Why this profile cannot be the business's profile for the older `version` that
+        its `supported_versions` entry points to, or None when it can.
+
+        Such a profile describes exactly that one version: its `ucp.version` must be the
+        key, and it must not list versions of its own (the specification's "leaf"), or a
+        platform could be served capabilities combined from two versions' profiles. An
+        empty `supported_versions` combines nothing and is let pass.
+        """
+        if self.version != version:
+            return f"declares ucp.version {self.version}"
+        if self.supported_versions:
+            return "lists supported_versions of its own, which the profile of one version must not"
+        return None
+
     @classmethod
     def from_json(cls, obj: object) -> Profile:
         """Read a decoded JSON profile document, raising `profile_malformed` on anything unusable."""
@@ -234,10 +306,13 @@ class Profile:
         ucp = obj.get("ucp")
         if not isinstance(ucp, Mapping):
             raise _malformed("a profile must have a ucp object")
+        version = _version(ucp.get("version"), "ucp.version")
+        keys_field = "keys" if version >= RELEASE_RULES_FROM else "signing_keys"
         return cls(
-            version=_version(ucp.get("version"), "ucp.version"),
+            version=version,
             capabilities=_capabilities(ucp.get("capabilities"), Budget(MAX_CONFIG_NODES)),
             supported_versions=_supported_versions(ucp.get("supported_versions")),
+            keys=_keys(obj.get(keys_field), keys_field),
         )
 
     @classmethod

@@ -35,6 +35,7 @@ from .binding import (
 from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, VERSION_UNSUPPORTED, UcpError
 from .negotiate import UcpAgreement, negotiate_capabilities
 from .profile import Profile, ProfileSource
+from .requires import Requirements
 
 if TYPE_CHECKING:
     from .resolver import ProfileResolver
@@ -61,6 +62,9 @@ class UcpPolicy:
     `business_profile` takes). A platform at an older version is negotiated against
     the business profile for that version: the pinned one, else the one fetched by
     `resolver` from the URL `supported_versions` gives, as the specification has it.
+
+    `requires` gives the business's extensions' `requires` (a `Requirements`, or a
+    mapping of extension name to its `requires` object), checked at every version.
     """
 
     # Either may be a mapping, which cannot be hashed: left out of the hash (not of
@@ -71,10 +75,12 @@ class UcpPolicy:
     stamp_results: bool = False
     continue_url: str | None = None
     supported_profiles: Mapping[str, ProfileSource] = field(default_factory=dict, hash=False)
+    requires: Requirements | Mapping[str, Any] = field(default_factory=dict, hash=False)
     # Derived from the fields above, so not compared: two policies built alike are equal.
     business: Profile = field(init=False, repr=False, compare=False)
     fetcher: ProfileResolver = field(init=False, repr=False, compare=False)
     pinned: Mapping[str, Profile] = field(init=False, repr=False, compare=False)
+    requirements: Requirements = field(init=False, repr=False, compare=False)
 
     def offered(self, failure: UcpError) -> UcpError:
         """`failure` as the platform is told it: with the business's web fallback, if any."""
@@ -98,12 +104,14 @@ class UcpPolicy:
                     f"supported_profiles pins version {version!r}, which the business profile's"
                     f" supported_versions does not list (it lists {listed})"
                 )
-            profile = pinned[version] = Profile.load(source)
-            if profile.version != version:
-                raise ValueError(
-                    f"the profile pinned for version {version} declares ucp.version {profile.version}"
-                )
+            pinned[version] = Profile.load(source)
+            problem = pinned[version].leaf_problem(version)
+            if problem is not None:
+                raise ValueError(f"the profile pinned for version {version} {problem}")
         object.__setattr__(self, "business", business)
+        requires = self.requires
+        requirements = requires if isinstance(requires, Requirements) else Requirements(requires)
+        object.__setattr__(self, "requirements", requirements)
         if self.resolver is None:
             # Imported here: the default fetcher is the one module that loads an HTTP client.
             from .resolver import HttpsProfileResolver
@@ -163,7 +171,7 @@ class UcpStage:
             scoped: Known = kept[2]
             return scoped
         try:
-            agreement = negotiate_capabilities(business, platform)
+            agreement = negotiate_capabilities(business, platform, requires=policy.requirements)
         except UcpError as failure:
             return policy.offered(failure).to_refusal()
         scoped = known.child(replace(known.record, ucp=agreement), key)
@@ -204,8 +212,8 @@ class UcpStage:
             return Need(older, policy.fetcher)
         try:
             profile = _profile_from(fetched[older])
-            if profile.version != version:
-                raise UcpError(PROFILE_MALFORMED, f"it declares ucp.version {profile.version}")
+            if (problem := profile.leaf_problem(version)) is not None:
+                raise UcpError(PROFILE_MALFORMED, f"it {problem}")
         except UcpError as failure:
             report(
                 logging.WARNING,
