@@ -19,6 +19,8 @@ import pytest
 from mcp import Client
 
 from mcp_negotiation import Policy
+from mcp_negotiation.adapters.mcp2.middleware import NegotiationMiddleware
+from mcp_negotiation.adapters.mcp2.seams import middleware_list
 from mcp_negotiation.core import engine
 from mcp_negotiation.core.bounded import MAX_ENTRY_BYTES
 from mcp_negotiation.core.negotiation import NO_HEADERS
@@ -251,3 +253,26 @@ async def test_the_resolvers_tell_a_profile_without_io_only_while_resolve_would_
     with pytest.raises(UcpError):
         await https.resolve(missing)
     assert https.fresh(missing) is None  # a failure held in its backoff is `resolve`'s to raise
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_urls_that_differ_only_in_their_fragment_are_one_profile_and_one_agreement(mode: str) -> None:
+    """50 calls naming `A#0` ... `A#49`: the resolver is asked for `A` only, and `A` alone keys
+    the agreement; the engine's memo holds none of the raw strings (those calls take the full
+    path, whose validation drops the fragment)."""
+    asked: list[str] = []
+
+    class Recording(_Peeking):
+        async def resolve(self, url: str) -> Profile:
+            asked.append(url)
+            return await super().resolve(url)
+
+    server = build(Recording({A: _platform(CHECKOUT, DISCOUNT)}))
+    async with Client(server, mode=mode) as client:
+        for n in range(50):
+            assert DISCOUNT in await _agreed(client, f"{A}#{n}")
+    assert set(asked) == {A}
+    eng = next(m for m in middleware_list(server) or [] if isinstance(m, NegotiationMiddleware)).engine
+    assert eng.ucp is not None
+    assert list(eng.ucp._agreements) == [A]
+    assert [key[1] for key in eng.ucp_memo] == []

@@ -148,6 +148,8 @@ def named_in_arguments(params: Any) -> str | None:
     Off HTTP (no header) this source, when present, is the one `platform_profile_url`
     answers with, whatever else the call or its session names: a UCP call's repeat finds
     its profile URL with these few lookups, and validates it only when it was not seen before.
+    A URL with a fragment is left to the full path (None here), whose validation drops the
+    fragment: the raw string must not key a memo or an agreement that the URL without it keys.
     """
     if type(params) is not dict:
         return None
@@ -155,7 +157,7 @@ def named_in_arguments(params: Any) -> str | None:
         url = params["arguments"]["meta"]["ucp-agent"]["profile"]
     except (KeyError, TypeError):  # absent, or not an object (a list, a string)
         return None
-    return url if type(url) is str else None
+    return url if type(url) is str and "#" not in url else None
 
 
 def platform_profile_url(
