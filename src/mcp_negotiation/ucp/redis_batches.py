@@ -8,8 +8,8 @@ connections queued for seconds, and a queue is what made redis-py raise
 whenever one of at most `connections` pipelines is free, it sends *all* the commands
 waiting then, in one round trip. A call gives up on its answer when its own deadline
 comes (its commands may still run, and `orphaned` is told what they did); a batch is
-bounded by `timeout` of its own, so a store that never answers holds no connection for
-longer than that.
+bounded in time of its own (`bound`), so a store that never answers holds no connection
+for longer than that.
 
 This module imports `redis`; only `shared_cache` imports it.
 """
@@ -17,20 +17,74 @@ This module imports `redis`; only `shared_cache` imports it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import MaxConnectionsError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["Batches", "Queued"]
+__all__ = ["Batches", "Queued", "StoreClock"]
 
 Command = tuple[Any, ...]
 
 
+class StoreClock:
+    """The event loop's time, less the moments it ran late: how long a round trip made this
+    replica wait on the store, not on its own busy loop.
+
+    On a replica busy with other work (a burst of TLS handshakes, say), an answer the store
+    sent at once may wait a second to be read; counted against the store, that second
+    would make a healthy Redis look frozen, and send every waiting call to fetch on its
+    own. While anyone watches, a timer every `TICK` seconds notes how late it runs; an idle
+    replica pays nothing. The clock stops while the loop is late and never runs backwards.
+    """
+
+    TICK = 0.02
+    SLACK = 0.005
+    """Lateness below this is the timer's own jitter, not a busy loop."""
+
+    __slots__ = ("_due", "_handle", "_late", "_watchers")
+
+    def __init__(self) -> None:
+        self._late = 0.0
+        self._due = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+        self._watchers = 0
+
+    def now(self) -> float:
+        wall = asyncio.get_running_loop().time()
+        running_late = max(0.0, wall - self._due - self.SLACK) if self._handle is not None else 0.0
+        return wall - self._late - running_late
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """Measure the loop's lateness while this block runs."""
+        self._watchers += 1
+        if self._handle is None:
+            self._schedule()
+        try:
+            yield
+        finally:
+            self._watchers -= 1
+            if not self._watchers and self._handle is not None:
+                self._late += max(0.0, asyncio.get_running_loop().time() - self._due - self.SLACK)
+                self._handle.cancel()
+                self._handle = None
+
+    def _schedule(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._due = loop.time() + self.TICK
+        self._handle = loop.call_at(self._due, self._tick)
+
+    def _tick(self) -> None:
+        self._late += max(0.0, asyncio.get_running_loop().time() - self._due - self.SLACK)
+        self._schedule()
+
+
 class Queued:
-    """One call's commands, waiting for a batch; `sent` is when a batch took them (loop time)."""
+    """One call's commands, waiting for a batch; `sent` is when a batch took them (`StoreClock`)."""
 
     __slots__ = ("answer", "commands", "orphaned", "sent")
 
@@ -50,11 +104,12 @@ class Batches:
     """Sends queued commands in batches, at most `connections` batches at once."""
 
     def __init__(
-        self, client: aioredis.Redis, connections: int, timeout: float, retry_interval: float
+        self, client: aioredis.Redis, connections: int, bound: float, retry_interval: float, clock: StoreClock
     ) -> None:
         self._client = client
+        self._clock = clock
         self._connections = connections
-        self._timeout = timeout
+        self._bound = bound
         self._retry_interval = retry_interval
         self._waiting: list[Queued] = []
         self._running = 0
@@ -86,11 +141,11 @@ class Batches:
             self._running -= 1
 
     async def _send(self, batch: list[Queued]) -> None:
-        now = asyncio.get_running_loop().time()
+        now = self._clock.now()
         for queued in batch:
             queued.sent = now
         try:
-            async with asyncio.timeout(self._timeout), self._client.pipeline(transaction=False) as pipe:
+            async with asyncio.timeout(self._bound), self._client.pipeline(transaction=False) as pipe:
                 for queued in batch:
                     for command in queued.commands:
                         pipe.execute_command(*command)
@@ -103,7 +158,7 @@ class Batches:
             return
         except (RedisError, OSError, TimeoutError) as exc:
             if isinstance(exc, TimeoutError):  # this batch's bound, told apart from a caller's own
-                exc = RedisTimeoutError(f"no answer within {self._timeout} s")
+                exc = RedisTimeoutError(f"no answer within {self._bound:g} s")
             for queued in batch:
                 if not queued.answer.done():
                     queued.answer.set_exception(exc)
@@ -118,6 +173,6 @@ class Batches:
                 queued.orphaned(mine)
 
     async def aclose(self) -> None:
-        """Wait for the batches under way (each bounded by `timeout`)."""
+        """Wait for the batches under way (each within `bound`)."""
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -25,11 +25,13 @@ What the store holds and how it is trusted:
 
 What a call may cost (docs/deployment.md states the same figures):
 
-- **`timeout` in all.** A call's time on the store, from queueing its commands to their
-  answer and over all its round trips, is one budget of `timeout` seconds: with Redis
-  slow, frozen or down, a call waits at most that long on it, then fetches on its own.
-  The holder's write of what it fetched, with its release of the lock, is sent after its
-  answer (bounded by a `timeout` of its own): no client waits for it.
+- **`timeout` in all.** Beyond waiting for the replica that fetches (which its lock
+  bounds), a call waits on Redis at most `timeout` seconds in all: its first look,
+  queueing included, is taken from that budget, and each later look, made while it waits
+  for another replica's fetch anyway, is bounded by what is left of it. With Redis slow,
+  frozen or down, a call waits that long at most, then fetches on its own. The holder's
+  write of what it fetched, with its release of the lock, is sent after its answer
+  (bounded by a `timeout` of its own): no client waits for it.
 - **Back-pressure is not an outage.** The commands of every call waiting go out together,
   in one pipeline per free connection, on at most `max_connections` (`redis_batches`): a
   burst of calls costs a few round trips, never more connections than the pool has, and
@@ -73,7 +75,7 @@ from redis.exceptions import RedisError
 from ..core.client_log import report
 from .errors import UcpError, UcpErrorCode
 from .profile import Profile
-from .redis_batches import Batches
+from .redis_batches import Batches, StoreClock
 from .resolver import MAX_FAILURE_BACKOFF, MAX_TTL, FetchBody, Fetched, FetchFailed, fetch_outcome
 
 __all__ = ["DEFAULT_MAX_CONNECTIONS", "DEFAULT_MAX_ENTRY_BYTES", "DEFAULT_PREFIX", "RedisProfileCache"]
@@ -86,6 +88,9 @@ DEFAULT_MAX_ENTRY_BYTES: Final = 512 * 1024
 DEFAULT_MAX_CONNECTIONS: Final = 16
 """Connections one replica uses at once; the calls' commands beyond them wait for the next batch."""
 _MAX_MESSAGE: Final = 512
+_BATCH_BOUND: Final = 4
+"""A batch, and a socket, given up after this many `timeout`s of wall time (a backstop: the
+calls' own budgets, on `StoreClock`, end sooner unless their event loop runs late)."""
 _LONGEST_POLL: Final = 8
 """A waiter's polls grow apart up to this many `poll_interval`s."""
 _CLAIM: Final = """
@@ -187,8 +192,8 @@ class RedisProfileCache:
             # No retries of redis-py's own: the call's budget decides how long to try.
             store = aioredis.Redis.from_url(
                 store,
-                socket_connect_timeout=timeout,
-                socket_timeout=timeout,
+                socket_connect_timeout=_BATCH_BOUND * timeout,
+                socket_timeout=_BATCH_BOUND * timeout,
                 max_connections=max_connections,
                 retry=Retry(NoBackoff(), 0),
             )
@@ -198,7 +203,10 @@ class RedisProfileCache:
             min(max_connections, pool_size) if isinstance(pool_size, int) else max_connections
         )
         self.timeout = timeout
-        self._batches = Batches(store, self.max_connections, timeout, poll_interval)
+        self._store_clock = StoreClock()
+        self._batches = Batches(
+            store, self.max_connections, _BATCH_BOUND * timeout, poll_interval, self._store_clock
+        )
         self._prefix = prefix
         self._lock_seconds = lock_seconds
         self._retry_after = retry_after
@@ -262,7 +270,9 @@ class RedisProfileCache:
         interval = self._poll_interval
         foreign = False
         while True:
-            look = await self._look(keys, url, token, budget, over_foreign=foreign)
+            # The first look is charged to the budget; the later ones, made while waiting for
+            # another replica's fetch anyway, are each bounded by what is left of it.
+            look = await self._look(keys, url, token, budget, over_foreign=foreign, charged=give_up is None)
             if look.stored is not None:
                 if look.lock_ms is None:  # taken over an entry that is ours after all
                     self._in_background(self._release(keys, token))
@@ -283,7 +293,9 @@ class RedisProfileCache:
             await asyncio.sleep(min(interval, lock_left + 0.001, give_up - now))
             interval = min(interval * 2, self._poll_interval * _LONGEST_POLL)
 
-    async def _look(self, keys: _Keys, url: str, token: str, budget: _Budget, *, over_foreign: bool) -> _Look:
+    async def _look(
+        self, keys: _Keys, url: str, token: str, budget: _Budget, *, over_foreign: bool, charged: bool
+    ) -> _Look:
         """The stored outcome; how many times in a row the fleet failed to fetch `url`
         (counted apart from the outcome, which expires with the backoff it set, so that the
         next backoff still grows); and the lock, taken when there is no outcome to use."""
@@ -292,7 +304,8 @@ class RedisProfileCache:
             self._max_entry_bytes,  # one byte over the cap tells an entry too large
             token, int(self._lock_seconds * 1000), int(over_foreign),
         )  # fmt: skip
-        (answer,) = await self._round_trip(budget, [claim], partial(self._orphaned_claim, keys, token))
+        orphaned = partial(self._orphaned_claim, keys, token)
+        (answer,) = await self._round_trip(budget, [claim], orphaned, charged=charged)
         value, pttl, failed, taken, lock_pttl = answer
         count = int(failed) if isinstance(failed, bytes) and failed.isdigit() else 0
         stored = self._parse(value, pttl, url)
@@ -304,29 +317,35 @@ class RedisProfileCache:
         budget: _Budget,
         commands: Sequence[tuple[Any, ...]],
         orphaned: Callable[[list[Any]], None] | None = None,
+        *,
+        charged: bool = True,
     ) -> list[Any]:
-        """One round trip within what is left of `budget`, in the next batch (see
-        `redis_batches`). One that fails, or that was sent and went unanswered for half the
-        budget or more, is the store failing; a budget spent otherwise is `_OnOwn`."""
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        deadline = started + budget.left
-        queued = self._batches.queue(commands, orphaned)
+        """One round trip within what is left of `budget` (and taken from it if `charged`), in
+        the next batch (see `redis_batches`). One that fails, or that was sent and went
+        unanswered for half the budget or more, is the store failing; a budget spent
+        otherwise is `_OnOwn`."""
+        clock = self._store_clock
+        with clock.watching():
+            started = clock.now()
+            queued = self._batches.queue(commands, orphaned)
+            while not queued.answer.done() and (left := budget.left - (clock.now() - started)) > 0:
+                await asyncio.wait([queued.answer], timeout=left)  # then again if the loop ran late
+            now = clock.now()
+        if charged:
+            budget.left -= now - started
+        if not queued.answer.done():
+            queued.answer.cancel()  # (a batch not sent yet leaves it out)
+            if queued.sent is not None and now - queued.sent >= self.timeout / 2:
+                raise self._failed(f"no answer within {now - queued.sent:.2f} s")
+            if queued.sent is None:
+                why = f"waited its {self.timeout:g} s for one of its {self.max_connections} connections"
+            else:
+                why = f"had its {self.timeout:g} s run out before the answer came"
+            raise _OnOwn(f"a call to the shared profile cache {why}")
         try:
-            async with asyncio.timeout_at(deadline):
-                answers = await queued.answer
-        except TimeoutError:
-            if queued.sent is not None and deadline - queued.sent >= self.timeout / 2:
-                raise self._failed(f"no answer within {deadline - queued.sent:.2f} s") from None
-            waiting = "waiting for a connection" if queued.sent is None else "on round trips that answered"
-            raise _OnOwn(
-                f"a call spent its {self.timeout:g} s on the shared profile cache {waiting}"
-                f" ({self.max_connections} connections)"
-            ) from None
+            answers = queued.answer.result()
         except (RedisError, OSError) as exc:
             raise self._failed(type(exc).__name__) from None
-        finally:
-            budget.left -= loop.time() - started
         refused = next((answer for answer in answers if isinstance(answer, Exception)), None)
         if refused is not None:  # e.g. a key of ours holding another type
             raise self._failed(type(refused).__name__)
