@@ -8,7 +8,7 @@ Without it, each replica keeps its own cache: a fleet of N replicas fetches each
 platform's profile N times per TTL, keeps N backoffs for a failing host, and may hold N
 versions of one profile at once, so two calls of one checkout could be negotiated
 differently. With it, the fleet fetches each profile once per TTL (the first replica to
-miss takes a short lock, `SET NX PX` in one transaction with a second look at the entry;
+miss takes a short lock, `SET NX PX`, in the same atomic step as its look at the entry;
 the others wait for what it stores), remembers a failure once for everyone, and every
 replica serves the document that replica validated.
 
@@ -31,12 +31,14 @@ What a call may cost (docs/deployment.md states the same figures):
   for another replica's fetch anyway, is bounded by what is left of it. With Redis slow,
   frozen or down, a call waits that long at most, then fetches on its own. The holder's
   write of what it fetched, with its release of the lock, is sent after its answer
-  (bounded by a `timeout` of its own): no client waits for it.
+  (bounded by a `timeout` of its own): no client waits for it. Moments this replica's
+  own event loop ran late are not counted (`redis_batches.StoreClock`): a replica busy
+  with a burst of TLS handshakes is not a slow store.
 - **Back-pressure is not an outage.** The commands of every call waiting go out together,
   in one pipeline per free connection, on at most `max_connections` (`redis_batches`): a
   burst of calls costs a few round trips, never more connections than the pool has, and
-  is not taken for Redis failing. A call that spent its budget anyway (on round trips that
-  answered, or waiting for a connection) fetches on its own, shares what it fetched, and
+  is not taken for Redis failing. A call that spent its budget anyway (waiting for a
+  connection, or sent too late to be answered in time) fetches on its own, shares what it fetched, and
   says so in the log; the store stays in use. Only a round trip that fails, or that was
   sent and went unanswered for half the budget or more, is an outage: logged once (no
   traceback), and the store is left alone for `retry_after` seconds.
@@ -157,13 +159,13 @@ class RedisProfileCache:
 
     `store` is a `redis://` URL or a `redis.asyncio.Redis` (bound to the event loop that
     serves requests; its pool's size caps `max_connections`). `timeout` bounds all of one
-    call's time on the store together, the event loop's own delays included (so not much
-    below a second on a busy replica); `max_connections` how many connections this
-    replica uses at once (the calls' commands are sent in batches on them, see
-    `redis_batches`); `lock_seconds` how long one replica's fetch holds the fleet's lock
-    (at least the resolver's `total_timeout`); `retry_after` how long a failed store is left
-    alone; `poll_interval` how soon a waiter first looks again for the holder's entry.
-    `prefix` namespaces the keys, e.g. per deployment.
+    call's waiting on the store (moments its own event loop ran late not counted, see
+    `redis_batches.StoreClock`); `max_connections` how many connections this replica uses
+    at once (the calls' commands are sent in batches on them, see `redis_batches`);
+    `lock_seconds` how long one replica's fetch holds the fleet's lock (at least the
+    resolver's `total_timeout`); `retry_after` how long a failed store is left alone;
+    `poll_interval` how soon a waiter first looks again for the holder's entry. `prefix`
+    namespaces the keys, e.g. per deployment.
     """
 
     def __init__(
