@@ -172,7 +172,7 @@ class Batches:
             elif queued.orphaned is not None:
                 queued.orphaned(mine)
 
-    async def aclose(self) -> None:
+    async def drain(self) -> None:
         """Wait for the batches under way (each within `bound`)."""
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)

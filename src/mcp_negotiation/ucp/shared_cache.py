@@ -225,7 +225,7 @@ class RedisProfileCache:
         replica fetched is then in the store, for a test to look at or before shutting down."""
         while self._later:
             await asyncio.gather(*self._later, return_exceptions=True)
-        await self._batches.aclose()
+        await self._batches.drain()
 
     async def aclose(self) -> None:
         """`flush`, then close the connections this cache opened (a client passed in is the caller's)."""
