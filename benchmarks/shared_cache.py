@@ -63,6 +63,8 @@ async def measure(calls: int) -> list[str]:
 
             before = commands(inspect)
             await asyncio.gather(*(replica.resolve(url) for replica in fleet for _ in range(100)))
+            for cache in caches:
+                await cache.flush()  # the holder's write, sent after its answer
             cold = commands(inspect) - before
             cold_hits = len(host.requests)
             await alone.resolve(url)

@@ -32,6 +32,8 @@ class Route:
     declare_length: bool = True
     gate: asyncio.Event | None = None
     """When set, the answer waits for this event (the server "never answers" until then)."""
+    next_bodies: list[bytes] = field(default_factory=list)
+    """Bodies answered one per request, before `body`: a profile that changes per fetch."""
 
 
 @dataclass
@@ -85,15 +87,16 @@ class ProfileServer:
             self.requests.append(Request(path, headers))
             self.arrived.set()
             route = self.routes.get(path, Route(404, b""))
+            body = route.next_bodies.pop(0) if route.next_bodies else route.body
             if route.gate is not None:
                 await route.gate.wait()
             response_headers = {"Connection": "close", **route.headers}
             if route.declare_length:
-                response_headers["Content-Length"] = str(len(route.body))
+                response_headers["Content-Length"] = str(len(body))
             head_out = f"HTTP/1.1 {route.status} X\r\n" + "".join(
                 f"{k}: {v}\r\n" for k, v in response_headers.items()
             )
-            writer.write(head_out.encode() + b"\r\n" + route.body)
+            writer.write(head_out.encode() + b"\r\n" + body)
             await writer.drain()
         except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
             pass  # the client hung up, which several tests make it do

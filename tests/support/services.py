@@ -1,7 +1,8 @@
 """Real services for the fleet tests, from Debian's packages: redis-server and HAProxy.
 
-Each runs as a child process on 127.0.0.1 with an ephemeral port and is ready when it
-says so (redis-server's log line, HAProxy's `READY=1` on the notify socket): no sleeping.
+Each runs as a child process on 127.0.0.1 with an ephemeral port, from the command
+docs/deployment.md gives (`support.guide`), and is ready when it says so (redis-server's
+log line, `READY=1` on the notify socket for HAProxy and the replicas): no sleeping.
 nox's `tests` session installs both when they are missing; without them these tests skip.
 """
 
@@ -12,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 
-HAPROXY_TEMPLATE = Path(__file__).with_name("haproxy.cfg.template")
+from .guide import ROOT, block, command, put_in
 
 
 def free_port() -> int:
@@ -60,19 +62,15 @@ class Redis:
         return f"redis://127.0.0.1:{self.port}/0"
 
 
-REDIS_ARGS = ("--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes")
-"""How the tests run Redis: loopback only, nothing written to disk (docs/deployment.md)."""
-
-
 @contextmanager
 def redis_server() -> Iterator[Redis]:
-    """redis-server on 127.0.0.1, ready to answer once this yields."""
+    """redis-server on 127.0.0.1, run as docs/deployment.md runs it (its port put in), ready
+    to answer once this yields."""
     path = binary("redis-server")
     for _ in range(5):  # the port may be taken between choosing and binding it
         port = free_port()
-        process = subprocess.Popen(
-            [path, "--port", str(port), *REDIS_ARGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
+        argv = [path, *command("redis", {"6379": str(port)})[1:]]
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert process.stdout is not None
         for line in process.stdout:
             if b"Ready to accept connections" in line:
@@ -96,13 +94,35 @@ def silent_listener() -> Iterator[int]:
         yield int(sock.getsockname()[1])
 
 
-def haproxy_config(frontend: int, backends: list[int]) -> str:
-    """The configuration the fleet test runs HAProxy with (shown in docs/deployment.md)."""
-    servers = "\n".join(
-        f"    server replica{i} 127.0.0.1:{port} check inter 500ms fall 1 rise 2"
-        for i, port in enumerate(backends, 1)
-    )
-    return HAPROXY_TEMPLATE.read_text().replace("{frontend}", str(frontend)).replace("{servers}", servers)
+@contextmanager
+def notified(argv: list[str], log: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`argv` started with a notify socket of its own (systemd's readiness protocol, as
+    docs/deployment.md sets it up), yielded with the state it sent once it said `READY=1`;
+    its output goes to `log`. Stopped (SIGTERM, then SIGKILL) when the block ends."""
+    # A directory of its own: a socket's path must be short (108 bytes), a test's may not be.
+    with tempfile.TemporaryDirectory() as short, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+        notify.bind(f"{short}/notify")
+        notify.settimeout(1)
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env={**os.environ, "NOTIFY_SOCKET": f"{short}/notify"},
+                stdout=out,
+                stderr=out,
+            )
+        try:
+            state, deadline = "", time.monotonic() + 60
+            while "READY=1" not in state.splitlines():
+                try:
+                    state = notify.recv(4096).decode()
+                except TimeoutError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        tail = log.read_text(errors="replace")[-2000:]
+                        raise RuntimeError(f"{argv[0]} never said it was ready: {tail}") from None
+            yield process, state
+        finally:
+            stop_process(process)
 
 
 @dataclass
@@ -115,30 +135,22 @@ class HAProxy:
         return f"http://127.0.0.1:{self.port}/mcp"
 
 
+def haproxy_config(frontend: int, backends: list[int]) -> str:
+    """docs/deployment.md's HAProxy configuration with the test's ports put in."""
+    ports = {"127.0.0.1:8000": f"127.0.0.1:{frontend}"}
+    ports |= {f"127.0.0.1:{8001 + i}": f"127.0.0.1:{port}" for i, port in enumerate(backends)}
+    return put_in(block("haproxy.cfg"), ports)
+
+
 @contextmanager
 def haproxy(backends: list[int], directory: Path) -> Iterator[HAProxy]:
-    """HAProxy in front of `backends`, accepting connections once this yields.
-
-    Run in master-worker mode with systemd's readiness protocol: HAProxy sends `READY=1`
-    to `NOTIFY_SOCKET` once its workers listen, which is the signal waited for.
-    """
+    """HAProxy in front of `backends` (three: the guide's), as docs/deployment.md runs it,
+    accepting connections once this yields (it said `READY=1`)."""
     path = binary("haproxy")
     frontend = free_port()
     config = directory / "haproxy.cfg"
     config.write_text(haproxy_config(frontend, backends))
     subprocess.run([path, "-c", "-q", "-f", str(config)], check=True)
-    # A directory of its own: a socket's path must be short (108 bytes), a test's may not be.
-    with tempfile.TemporaryDirectory() as short, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
-        notify.bind(f"{short}/notify")
-        notify.settimeout(30)
-        env = {**os.environ, "NOTIFY_SOCKET": f"{short}/notify"}
-        with (directory / "haproxy.log").open("wb") as log:
-            process = subprocess.Popen(
-                [path, "-Ws", "-f", str(config)], env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-        try:
-            while b"READY=1" not in notify.recv(4096):
-                pass
-            yield HAProxy(frontend, process)
-        finally:
-            stop_process(process)
+    argv = [path, *command("haproxy", {"haproxy.cfg": str(config)})[1:]]
+    with notified(argv, directory / "haproxy.log") as (process, _):
+        yield HAProxy(frontend, process)

@@ -1,10 +1,8 @@
-"""A fleet: three uvicorn replicas (separate processes) behind HAProxy, sharing Redis.
-
-Each replica runs the example shop (examples/ucp_shop.py's policy) with its resolver's
-profile cache shared through Redis (tests/support/servers/fleet_replica.py). HAProxy keeps a
-legacy session on the replica that answered its `initialize` (a stick table on the
-`Mcp-Session-Id` response header) and balances modern requests round robin
-(tests/support/haproxy.cfg.template, shown in docs/deployment.md). Platform profiles come from a
+"""A fleet: three replicas of the example shop (separate processes) behind HAProxy, sharing
+Redis, started from docs/deployment.md's own blocks (`support.guide`: the guide's Redis,
+replica and HAProxy commands and HAProxy configuration, with the test's ports, files and
+test-platform options put in). HAProxy keeps a legacy session on the replica that answered
+its `initialize` and balances modern requests round robin. Platform profiles come from a
 local HTTPS host that counts its hits.
 
 200 clients of both eras, each with its own capabilities and platform, make a few
@@ -14,36 +12,45 @@ thousand calls; one replica is stopped mid-run. What must hold:
 - no errors but the intended refusals (a malformed platform profile, a platform without
   checkout), and, for the legacy sessions of the stopped replica, the SDK's own
   "Session terminated", after which they initialize again; modern clients carry on;
+  a lost session's next request is the 404 the guide shows; `X-Served-By` names a replica;
 - each good profile fetched once across the fleet, the failing one once per backoff.
+
+And a replica killed while it holds the fleet's lock on a fetch, with eight calls waiting
+on the two others: the fleet fetches once more, not once per waiting replica, and the
+waiters are served soon after the dead lock expires.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
+import re
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
+import redis
 import trustme
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from support.harness import ROOT, legacy_session, open_streams, structured
+from mcp_negotiation.ucp.shared_cache import DEFAULT_PREFIX
+from support import guide
+from support.harness import legacy_session, open_streams, structured
 from support.profile_server import ProfileServer, Route, Tls
-from support.services import HAPROXY_TEMPLATE, Redis, haproxy, redis_server
+from support.services import Redis, haproxy, notified, redis_server
 
 pytestmark = pytest.mark.anyio
 
@@ -58,6 +65,9 @@ STOP_AFTER = CLIENTS * CALLS // 3
 LEGACY = ("2025-03-26", "2025-06-18", "2025-11-25")
 DECLARED = {"sampling", "elicitation"}
 """Capabilities a client declares or not (a modern one through the SDK client's callbacks)."""
+
+
+FRESH = {"Cache-Control": "max-age=600"}
 
 
 def _profile(**capabilities: list[dict[str, Any]]) -> Route:
@@ -103,6 +113,8 @@ class Tally:
     reinitialized: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
     """Legacy client -> the replica each of its lost sessions was on ("": lost before it answered)."""
     legacy_sessions: list[set[str]] = field(default_factory=list)
+    session_ids: dict[str, str] = field(default_factory=dict)
+    """A legacy session id each replica served (the last seen)."""
     stopped: anyio.Event = field(default_factory=anyio.Event)
     stop_requested: anyio.Event = field(default_factory=anyio.Event)
 
@@ -126,28 +138,31 @@ def _plans() -> list[Plan]:
 # -- the fleet ------------------------------------------------------------------------------
 
 
+LOADED_HOST = ["--store-timeout", "5", "--lock-seconds", "90", "--fetch-timeout", "60"]
+"""The guide's longer settings for a host whose replicas stall for seconds: on the test's
+two loaded cores a replica's event loop lags by seconds, and the platforms' host runs in
+the test's own process, which its 200 clients (and, in a whole-suite run, all the process
+carries) stall for seconds at a time. A fetch timed out is remembered by the whole fleet
+for its backoff, and every call naming that platform refused meanwhile."""
+
+
 @contextmanager
 def replica(
-    name: str, store: Redis, ca_file: Path, log: Path
+    name: str, store: Redis, ca_file: Path, platform_port: int, log: Path, *options: str
 ) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    """A replica process on a socket bound here: HAProxy may connect before uvicorn runs."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)
-    port = sock.getsockname()[1]
+    """A replica started by the guide's command (its port chosen by the kernel, told in the
+    readiness notice), with the guide's options for a test platform and then `options`."""
     argv = [
-        sys.executable, str(ROOT / "tests/support/servers/fleet_replica.py"), "--fd", str(sock.fileno()),
-        "--name", name, "--redis", store.url, "--trust-ca", str(ca_file),
-    ]  # fmt: skip
-    with log.open("wb") as out:
-        process = subprocess.Popen(argv, pass_fds=[sock.fileno()], cwd=ROOT, stdout=out, stderr=out)
-    sock.close()  # the replica's copy is the only one: once it stops, connections are refused
-    try:
-        yield port, process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=30)
+        *guide.command(
+            "replica", {"127.0.0.1:6379": f"127.0.0.1:{store.port}"}, {"PORT": "0", "REPLICA": name}
+        ),
+        *guide.arguments("test-platform", {"test-ca.pem": str(ca_file), "8443": str(platform_port)}),
+        *options,
+    ]
+    with notified(argv, log) as (process, state):
+        serving = re.search(r"^STATUS=serving http://127\.0\.0\.1:(\d+)/mcp$", state, re.MULTILINE)
+        assert serving is not None, state
+        yield int(serving[1]), process
 
 
 @pytest.fixture
@@ -187,6 +202,8 @@ def _check(plan: Plan, seen: dict[str, Any], tally: Tally) -> None:
     if got != wanted:
         tally.errors.append(f"{plan.name}: cross-talk: expected {wanted}, saw {got}")
     tally.replicas[plan.era][seen["replica"]] += 1
+    if plan.era == "legacy":
+        tally.session_ids[seen["replica"]] = seen["session_id"]
 
 
 async def _refusal(plan: Plan, call: Any, host: ProfileServer, step: int, tally: Tally) -> None:
@@ -293,7 +310,58 @@ def _warnings(directory: Path) -> list[str]:
     ]
 
 
-# -- the test -------------------------------------------------------------------------------
+def _raw(body: dict[str, Any], **headers: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """The SDK's headers for one JSON-RPC `body` posted as is, with `headers`."""
+    return {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        **headers,
+    }, body
+
+
+def _message(response: httpx2.Response) -> Any:
+    """The JSON-RPC message of a response, as JSON or as the `data` of its one SSE event."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        return json.loads(data[-1])
+    return response.json()
+
+
+async def _what_clients_see(balancer_url: str, lost_session: str, host: ProfileServer) -> None:
+    """The guide's promises checked raw: `X-Served-By` names the replica that answered (as
+    `whoami` does); a lost legacy session's next request is 404 with a JSON-RPC error whose
+    `id` is null."""
+    async with httpx2.AsyncClient(timeout=60) as http:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        }
+        params = {"name": "whoami", "arguments": _args(host, "/a.json"), "_meta": meta}
+        headers, body = _raw(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params},
+            **{"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "whoami"},
+        )
+        for _ in range(REPLICAS):  # round robin: each live replica in turn
+            answered = await http.post(balancer_url, json=body, headers=headers)
+            assert answered.status_code == 200, answered.text
+            result = _message(answered)["result"]
+            assert answered.headers["x-served-by"] == result["structuredContent"]["replica"]
+        headers, body = _raw(
+            {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}},
+            **{"mcp-session-id": lost_session, "mcp-protocol-version": "2025-06-18"},
+        )
+        lost = await http.post(balancer_url, json=body, headers=headers)
+    assert lost.status_code == 404
+    assert lost.headers["x-served-by"] != "replica3"
+    assert lost.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "Session not found"},
+    }
+
+
+# -- the tests ------------------------------------------------------------------------------
 
 
 async def test_a_fleet_behind_haproxy_serves_each_client_its_own_negotiation(
@@ -306,8 +374,10 @@ async def test_a_fleet_behind_haproxy_serves_each_client_its_own_negotiation(
     with ExitStack() as stack:
         store = stack.enter_context(redis_server())
         replicas = [
-            stack.enter_context(replica(f"replica{i}", store, ca_file, tmp_path / f"replica{i}.log"))
-            for i in range(1, REPLICAS + 1)
+            stack.enter_context(
+                replica(name, store, ca_file, platform_host.port, tmp_path / f"{name}.log", *LOADED_HOST)
+            )
+            for name in (f"replica{i}" for i in range(1, REPLICAS + 1))
         ]
         balancer = stack.enter_context(haproxy([port for port, _ in replicas], tmp_path))
         victim = replicas[-1][1]
@@ -336,6 +406,8 @@ async def test_a_fleet_behind_haproxy_serves_each_client_its_own_negotiation(
                         clients.start_soon(client, plan)
                 tally.stop_requested.set()  # in case the clients finished first
         elapsed = time.monotonic() - started
+        if tally.stopped.is_set() and "replica3" in tally.session_ids:
+            await _what_clients_see(balancer.url, tally.session_ids["replica3"], platform_host)
 
     logs, warnings = _log_tails(tmp_path), _warnings(tmp_path)[:20]
     hits = Counter(request.path for request in platform_host.requests)
@@ -348,6 +420,7 @@ async def test_a_fleet_behind_haproxy_serves_each_client_its_own_negotiation(
     )
     assert tally.errors == [], (tally.errors[:20], warnings, logs)
     assert tally.stopped.is_set()
+    assert "replica3" in tally.session_ids, "no legacy session was on the stopped replica"
     # Every call was answered: a re-initialized session picks up where it left off.
     assert tally.calls + refusals == CLIENTS * CALLS
     assert set(tally.refusals) == {"profile_malformed", "capabilities_incompatible"}
@@ -366,6 +439,83 @@ async def test_a_fleet_behind_haproxy_serves_each_client_its_own_negotiation(
     assert 1 <= hits[BROKEN] <= math.floor(math.log2(elapsed + 1)) + 1, (hits[BROKEN], elapsed)
 
 
-def test_the_deployment_guide_shows_the_haproxy_configuration_this_test_runs() -> None:
-    guide = (ROOT / "docs/deployment.md").read_text()
-    assert f"```text\n{HAPROXY_TEMPLATE.read_text()}```\n" in guide
+async def _until(condition: Callable[[], bool], seconds: float = 60.0) -> None:
+    """Wait for `condition` (state of other processes, observed) to hold, failing after `seconds`."""
+    with anyio.fail_after(seconds):
+        while not condition():  # noqa: ASYNC110 (the state is other processes': polled)
+            await anyio.sleep(0.01)
+
+
+KILLED_LOCK = 10.0
+"""`--lock-seconds` of the fleet whose holder is killed (its `--fetch-timeout` is 8 s)."""
+WAIT_MARGIN = 1.5
+"""Documented: a waiter is served within one look (0.4 s apart at most) and one fetch of the
+dead lock's expiry; asserted with this margin for a loaded machine."""
+
+
+async def test_a_replica_killed_holding_the_lock_costs_the_fleet_one_more_fetch(
+    ca: trustme.CA, platform_host: ProfileServer, tmp_path: Path
+) -> None:
+    """replica1 takes the fleet's lock on a profile and is killed (SIGKILL) mid-fetch while
+    four calls wait on replica2 and four on replica3. Once its lock expires, the first
+    waiter to look takes it and fetches; the others are served what it stores: two fetches
+    in all (it was one per waiting replica, each waiter keeping a deadline of its own that
+    ran out while the successor fetched), and no waiter long past the expiry."""
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    gate = platform_host.gate()
+    platform_host.routes["/slow.json"] = Route(body=PLATFORMS["/a.json"].body, headers=FRESH, gate=gate)
+    options = ("--lock-seconds", str(KILLED_LOCK), "--fetch-timeout", "8")
+    with ExitStack() as stack:
+        store = stack.enter_context(redis_server())
+        inspect = redis.Redis(port=store.port)
+        stack.callback(inspect.close)
+        ports = {}
+        for name in ("replica1", "replica2", "replica3"):
+            log = tmp_path / f"{name}.log"
+            ports[name], process = stack.enter_context(
+                replica(name, store, ca_file, platform_host.port, log, *options)
+            )
+            if name == "replica1":
+                holder = process
+        url = platform_host.url("/slow.json")
+        lock = f"{DEFAULT_PREFIX}lock:{hashlib.sha256(url.encode()).hexdigest()}"
+        done: list[float] = []
+        results: list[dict[str, Any]] = []
+
+        async def call(name: str, tally: bool = True) -> None:
+            async with Client(f"http://127.0.0.1:{ports[name]}/mcp", mode="2026-07-28") as client:
+                seen = structured(await client.call_tool("whoami", {"meta": {"ucp-agent": {"profile": url}}}))
+            if tally:
+                done.append(time.monotonic())
+                results.append(seen)
+
+        async def holding() -> None:
+            with pytest.raises(Exception):  # noqa: B017,PT011 (its replica is killed under it)
+                await call("replica1", tally=False)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holding)
+            await _until(lambda: len(platform_host.requests) == 1)  # it holds the lock, fetching
+            assert inspect.exists(lock)
+            for name in ("replica2", "replica3"):
+                for _ in range(4):
+                    tg.start_soon(call, name)
+
+            def both_wait() -> bool:
+                looking = {c.get("name") for c in inspect.client_list() if c.get("cmd") == "eval"}
+                return {"replica2", "replica3"} <= looking
+
+            await _until(both_wait)  # each waiting replica has looked at the lock
+            holder.kill()
+            await anyio.to_thread.run_sync(holder.wait)
+            expires = time.monotonic() + inspect.pttl(lock) / 1000
+            gate.set()
+    after = sorted(round(finished - expires, 2) for finished in done)
+    fetches = len(platform_host.requests)
+    print(f"\nkilled holder: {fetches} fetches, waiters done {after} s after its lock expired")
+    assert [request.path for request in platform_host.requests] == ["/slow.json"] * 2
+    assert len(results) == 8
+    assert {r["replica"] for r in results} == {"replica2", "replica3"}
+    assert all(set(r["ucp"]["capabilities"]) == AGREED["/a.json"] for r in results)
+    assert all(-0.1 <= offset <= 0.4 + WAIT_MARGIN for offset in after), after

@@ -99,3 +99,13 @@ def test_validate_profile_url_refuses_non_urls(value: object) -> None:
 
 def test_validate_profile_url_accepts_any_case_scheme_and_a_port() -> None:
     assert validate_profile_url("HTTPS://Agent.Example:8443/p.json") == "HTTPS://Agent.Example:8443/p.json"
+
+
+def test_validate_profile_url_drops_the_fragment_having_checked_it() -> None:
+    """A fragment is never sent: `p.json#a` and `p.json#b` are one resource, one string."""
+    for url in ("https://a.example/p.json#a", "https://a.example/p.json#", "https://a.example/p.json#a#b"):
+        assert validate_profile_url(url) == "https://a.example/p.json"
+    assert validate_profile_url("https://a.example#@b.example/") == "https://a.example"
+    for url in ("https://a.example/p.json#a b", "https://a.example/p.json#\\", "https://a.example/#\u00e9"):
+        with pytest.raises(UcpError):
+            validate_profile_url(url)

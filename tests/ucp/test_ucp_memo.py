@@ -20,6 +20,8 @@ from mcp import Client
 
 from mcp_negotiation import Policy
 from mcp_negotiation.adapters.kernel import decided
+from mcp_negotiation.adapters.mcp2.middleware import NegotiationMiddleware
+from mcp_negotiation.adapters.mcp2.seams import middleware_list
 from mcp_negotiation.core.bounded import MAX_ENTRY_BYTES
 from mcp_negotiation.core.engine import Engine
 from mcp_negotiation.core.facts import PlainFacts
@@ -252,3 +254,28 @@ async def test_the_resolvers_tell_a_profile_without_io_only_while_resolve_would_
     with pytest.raises(UcpError):
         await https.resolve(missing)
     assert https.fresh(missing) is None  # a failure held in its backoff is `resolve`'s to raise
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_urls_that_differ_only_in_their_fragment_are_one_profile_and_one_agreement(mode: str) -> None:
+    """50 calls naming `A#0` ... `A#49`: the resolver is asked (with or without I/O) for `A` only, and `A` alone keys
+    the scoped call a negotiation keeps (validation drops the fragment before anything keys)."""
+    asked: list[str] = []
+
+    class Recording(_Peeking):
+        async def resolve(self, url: str) -> Profile:
+            asked.append(url)
+            return await super().resolve(url)
+
+        def fresh(self, url: str) -> Profile | None:
+            asked.append(url)
+            return super().fresh(url)
+
+    server = build(Recording({A: _platform(CHECKOUT, DISCOUNT)}))
+    async with Client(server, mode=mode) as client:
+        for n in range(50):
+            assert DISCOUNT in await _agreed(client, f"{A}#{n}")
+    assert set(asked) == {A}  # the URL an agreement is kept under is the one resolved
+    eng = next(m for m in middleware_list(server) or [] if isinstance(m, NegotiationMiddleware)).engine
+    scoped = {key[1] for known in eng.memo.values() for key in known.derived if key[0] == "ucp.scoped"}
+    assert scoped <= {A}

@@ -8,7 +8,7 @@ a hand-written parser tends to accept it.
 
 Every source of a profile URL (this header, `arguments.meta["ucp-agent"].profile`, the
 legacy `_meta`, a session default) goes through `validate_profile_url`, so they all
-refuse the same things.
+refuse the same things and name one resource by one string (its fragment dropped).
 """
 
 from __future__ import annotations
@@ -45,12 +45,18 @@ def _refuse_duplicate_profile(key: str, context: str) -> None:
 
 
 def validate_profile_url(url: object) -> str:
-    """Return `url` if it is an acceptable profile URL, else raise `invalid_profile_url`.
+    """Return `url` without its fragment if it is an acceptable profile URL, else raise
+    `invalid_profile_url`.
 
     Accepts `object` because URLs from JSON arguments can be anything. Only printable
     ASCII is allowed (internationalised hosts must arrive in A-label form), and
     backslashes and credentials are refused because URL parsers disagree about them
-    (`https://a.example\\@b.example/` names a different host in a browser).
+    (`https://a.example\\@b.example/` names a different host in a browser). The whole
+    URL is checked, fragment included, but what is returned has none: a fragment is never
+    sent to the server (RFC 9110, section 4.2.4), so `…/p.json#a` and `…/p.json#b` are one
+    resource, and the URL returned is what keys it everywhere (the resolver's cache and
+    fetches in flight, the fleet's shared cache, agreements), so that varying the fragment
+    neither fetches a profile again nor takes another entry.
     """
     if not isinstance(url, str):
         raise _invalid("the profile URL must be a string")
@@ -80,7 +86,7 @@ def _checked(url: str) -> str:
         raise _invalid("the profile URL has no host")
     if port == 0:
         raise _invalid("the profile URL has port 0")
-    return url
+    return url.partition("#")[0]
 
 
 def parse_ucp_agent(value: str | bytes) -> str:
