@@ -258,8 +258,9 @@ async def test_the_resolvers_tell_a_profile_without_io_only_while_resolve_would_
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_urls_that_differ_only_in_their_fragment_are_one_profile_and_one_agreement(mode: str) -> None:
-    """50 calls naming `A#0` ... `A#49`: the resolver is asked (with or without I/O) for `A` only, and `A` alone keys
-    the scoped call a negotiation keeps (validation drops the fragment before anything keys)."""
+    """50 calls naming `A#0` ... `A#49`: the resolver is asked (with or without I/O) for `A`
+    only, and `A` alone keys the scoped call a negotiation keeps (validation drops the
+    fragment before anything keys)."""
     asked: list[str] = []
 
     class Recording(_Peeking):
