@@ -21,12 +21,14 @@ from typing import Any, TypeVar
 import wrapt
 from starlette.applications import Starlette
 
+from ...core import revisions
 from ...core.errors import NegotiationUnavailable
 from ...core.negotiation import Policy, policy_given
 from ..context import check_requires_order
 from ..origin import stdio_wrapper
 from . import seams
 from .asgi import RefusalRecorder, record_refusals_asgi
+from .fallback import serve_with_fallback
 from .middleware import NegotiationMiddleware
 
 __all__ = ["instrument", "negotiate", "uninstrument"]
@@ -47,7 +49,10 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     """Negotiate every request of `server` under `policy`; returns the same server.
 
     Accepts an `MCPServer`, a lowlevel `Server`, or a `fastmcp.FastMCP`. Applying it
-    again replaces the policy and installs nothing twice.
+    again replaces the policy and installs nothing twice. Under a policy that serves no
+    2026-07-28 revision, a stdio client that probes at 2026-07-28 first (the SDK's default
+    `Client`) falls back to `initialize` and is served (see `fallback`); an SDK that leaves
+    no way to do so gets a warning here, with the fix.
     """
     policy = policy_given(policy, "negotiate(server, policy)")
     _require_server(server)
@@ -79,7 +84,40 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     seams.place(chain, existing)
     _wrap_http_app(server)
     _watch_stdio()
+    if not _serves_modern(policy) and not _let_streams_fall_back():
+        logger.warning(
+            "this Policy serves no 2026-07-28 revision, and this SDK offers no way to serve a stdio"
+            " client that falls back from its 2026-07-28 probe: the SDK's default Client(...) fails"
+            " to connect over stdio; have clients connect with Client(..., mode='legacy'), or let the"
+            " policy serve 2026-07-28 (docs/faq.md)"
+        )
     return server
+
+
+def _serves_modern(policy: Policy) -> bool:
+    return any(revisions.era(revision) == "modern" for revision in policy.accepted())
+
+
+def _let_streams_fall_back() -> bool:
+    """Make the SDK's stream driver serve a legacy-only server's clients that fall back from the
+    modern probe (see `fallback`); False where the SDK offers no such driver to wrap."""
+    site = seams.era_loop_site()
+    if site is None:
+        return False
+    if not isinstance(getattr(site, seams.ERA_LOOP), wrapt.FunctionWrapper):
+        wrapt.wrap_function_wrapper(site, seams.ERA_LOOP, _era_loop)
+    return True
+
+
+def _era_loop(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """The SDK's stream driver for one connection, with the legacy fallback when the server's
+    policy of the moment serves no modern revision (any other server: the SDK's, untouched)."""
+    server = args[0] if args else kwargs.get("server")
+    chain = seams.middleware_list(server)
+    installed = _installed(chain) if chain is not None else None
+    if installed is None or _serves_modern(installed.policy) or len(args) < 3:
+        return wrapped(*args, **kwargs)
+    return serve_with_fallback(wrapped, *args, **kwargs)
 
 
 _ACCEPTED = "an MCPServer, a lowlevel mcp.server.lowlevel.Server or a fastmcp.FastMCP"
