@@ -5,9 +5,10 @@ Every fenced block in README.md and docs/ is collected and checked by its langua
 - ```python: either it appears verbatim (leading and trailing whitespace aside) in one of
   the files listed in `EXECUTED`, which the test suite runs (checked below: `RUNNERS` maps
   each, and every file under examples/, to a test that names it, and those tests are run
-  and must pass), or this module runs it in a fresh interpreter, from the
-  repository root, as a module named `__docs__` (so `if __name__ == "__main__":` guards
-  keep servers from starting), and it must exit 0 within the timeout;
+  and must pass), or this module runs it in a fresh interpreter, from a directory of its
+  own (a reader's, not the clone's root: no block may lean on a relative path), as a
+  module named `__docs__` (so `if __name__ == "__main__":` guards keep servers from
+  starting), and it must exit 0 within the timeout;
 - ```json and ```toml: it must parse;
 - ```sh, ```text and ```console: not run. They show commands and their output: the
   README's commands are run by CI itself (and checked below to be ones that run as
@@ -242,7 +243,7 @@ def test_code_block(block: Block, tmp_path: Path) -> None:
             "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__docs__')",
             str(script),
         ],
-        cwd=ROOT,
+        cwd=tmp_path,  # from any directory, not only the clone's root
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

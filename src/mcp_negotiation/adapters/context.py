@@ -30,6 +30,7 @@ from ..core.revisions import ClientFeature, FeatureName
 from ..ucp.binding import with_agreement
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
 from ..ucp.negotiate import UcpAgreement
+from . import instrumenting
 from .compat import raise_refusal, tool_result
 from .mcp2 import seams
 
@@ -122,10 +123,7 @@ def negotiation_of(ctx: object = None) -> Negotiation:
     entry = _entry_of(ctx) if ctx is not None else current.get()
     record = entry[0] if entry is not None else None
     if record is None:
-        raise NoNegotiation(
-            "no negotiation for this request: wrap the server with mcp_negotiation.negotiate() "
-            "and call this from inside a request handler"
-        )
+        raise NoNegotiation.explained(in_request=ctx is not None, instrumenting=bool(instrumenting.ACTIVE))
     return record
 
 
@@ -174,7 +172,7 @@ def _scoped_ucp(entry: Entry | None, root: str) -> Narrowed | _Incompatible:
         # The server's mistake, not the platform's: it must not be told it sent no profile.
         report(
             logging.ERROR,
-            "mcp_negotiation: @requires_ucp(%r) on a server whose Policy has no ucp=UcpPolicy()",
+            "@requires_ucp(%r) on a server whose Policy has no ucp=UcpPolicy()",
             root,
         )
         raise_refusal(Refusal(-32603, "this server is not configured for UCP"))

@@ -301,7 +301,7 @@ class Engine:
         except Exception as error:
             report(
                 logging.ERROR,
-                "mcp_negotiation: negotiation failed unexpectedly; passing the request through",
+                "negotiation failed unexpectedly; passing the request through",
                 exc=error,
             )
             decision = Decision("pass")
@@ -499,14 +499,14 @@ class Engine:
         if answered != record.protocol_version:
             report(
                 logging.WARNING,
-                "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
+                "the SDK answered initialize with %r, the policy chose %r",
                 answered,
                 record.protocol_version,
             )
         if record.degraded:
             report(
                 logging.INFO,
-                "mcp_negotiation: a client at %s loses %s%s",
+                "a client at %s loses %s%s",
                 record.protocol_version,
                 ", ".join(sorted(record.degraded)),
                 # Logs are exported too: the client's name only where the policy opted in.

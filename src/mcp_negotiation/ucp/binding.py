@@ -328,7 +328,7 @@ class UcpNegotiator:
         except UcpError as failure:
             report(
                 logging.WARNING,
-                "mcp_negotiation: the business profile for UCP %s at %s is unusable (%s: %s);"
+                "the business profile for UCP %s at %s is unusable (%s: %s);"
                 " pin it with UcpPolicy(supported_profiles=...)",
                 version,
                 url,
@@ -355,6 +355,6 @@ async def _resolve(resolver: ProfileResolver, url: str) -> Profile:
         # A resolver is pluggable code: its bug or an unmapped I/O error must not reach the
         # client as an internal error (nor leak its message); to the platform the profile
         # could not be fetched.
-        report(logging.WARNING, "mcp_negotiation: the profile resolver failed unexpectedly", exc=error)
+        report(logging.WARNING, "the profile resolver failed unexpectedly", exc=error)
         raise UcpError(PROFILE_UNREACHABLE, "the platform profile could not be resolved") from None
     return profile

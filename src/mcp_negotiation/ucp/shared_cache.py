@@ -165,7 +165,7 @@ class RedisProfileCache:
             if not self._reported:
                 self._reported = True
                 logger.warning(
-                    "mcp_negotiation: the shared profile cache failed (%s); each replica fetches "
+                    "the shared profile cache failed (%s); each replica fetches "
                     "profiles on its own for %s s, then tries it again",
                     type(exc).__name__,
                     self._retry_after,
@@ -173,7 +173,7 @@ class RedisProfileCache:
             raise _StoreFailed from None
         if self._reported:
             self._reported = False
-            logger.info("mcp_negotiation: the shared profile cache answers again")
+            logger.info("the shared profile cache answers again")
         return result
 
     async def _quietly(self, call: Awaitable[Any]) -> None:

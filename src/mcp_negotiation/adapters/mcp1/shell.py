@@ -37,6 +37,7 @@ from ...core.errors import NegotiationUnavailable, Refusal
 from ...core.listings import LISTINGS
 from ...core.negotiation import Negotiation, Negotiator, Policy, policy_given
 from ...otel import spans as telemetry
+from .. import instrumenting
 from .. import listings as catalog
 from ..compat import PENDING_REFUSALS, error_data
 from ..context import current
@@ -352,7 +353,7 @@ def _install_targets(policy: Policy) -> bool:
         return True
     missing = missing_targets()
     if missing:
-        message = f"mcp_negotiation: mcp {_sdk_version()} lacks {', '.join(missing)}; not negotiating"
+        message = f"mcp {_sdk_version()} lacks {', '.join(missing)}; not negotiating"
         if policy.strict:
             raise NegotiationUnavailable(message)
         logger.warning(message)
@@ -391,7 +392,7 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     policy = policy_given(policy, "negotiate(server, policy)")
     lowlevel = _lowlevel(server)
     if lowlevel is None:
-        message = f"mcp_negotiation: {type(server).__name__} is not an mcp 1.x server; left untouched"
+        message = f"{type(server).__name__} is not an mcp 1.x server; left untouched"
         if policy.strict:
             raise NegotiationUnavailable(message)
         logger.warning(message)
@@ -401,7 +402,7 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     return server
 
 
-_default_policy: list[Policy] = []
+_default_policy = instrumenting.ACTIVE
 _original_init: list[Any] = []
 """`Server.__init__` as it was while `instrument()` is active (kept apart from `_patched`,
 whose being non-empty means the targets are installed)."""

@@ -24,6 +24,7 @@ from starlette.applications import Starlette
 from ...core import revisions
 from ...core.errors import NegotiationUnavailable
 from ...core.negotiation import Policy, policy_given
+from .. import instrumenting
 from ..context import check_requires_order
 from ..origin import stdio_wrapper
 from . import seams
@@ -38,7 +39,7 @@ logger = logging.getLogger("mcp_negotiation")
 _S = TypeVar("_S")
 _INSTRUMENTED: list[tuple[Any, str, Any]] = []
 """(owner, attribute, original) for everything `instrument()` patched, to undo it."""
-_DEFAULT_POLICY: list[Policy] = []
+_DEFAULT_POLICY = instrumenting.ACTIVE
 
 
 def _installed(chain: list[Any]) -> NegotiationMiddleware | None:
@@ -61,7 +62,7 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
         check_requires_order(server)
     if chain is None:
         message = (
-            f"mcp_negotiation: {type(server).__name__} has no SDK middleware list; "
+            f"{type(server).__name__} has no SDK middleware list; "
             "the server runs without negotiation"
         )
         if policy.strict:
@@ -76,7 +77,7 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     built = seams.http_session_manager(server)
     if built is not None and built not in _RECORDING:
         logger.warning(
-            "mcp_negotiation: negotiate() came after streamable_http_app() built this server's app:"
+            "negotiate() came after streamable_http_app() built this server's app:"
             " its requests are negotiated, but the refusals the SDK makes there before dispatch"
             " (-32022 for a revision it does not know, -32020) are not traced; call negotiate()"
             " first, or wrap that app with record_refusals_asgi()"
@@ -185,7 +186,7 @@ def _wrap_http_app(server: Any) -> None:
             try:
                 app.add_middleware(RefusalRecorder, policy=policy_now)
             except Exception:  # telemetry only: the app serves without it
-                message = "mcp_negotiation: cannot record the SDK's own refusals on this app"
+                message = "cannot record the SDK's own refusals on this app"
                 logger.warning(message, exc_info=True)
                 return app
         manager = seams.http_session_manager(server)
@@ -205,7 +206,7 @@ def _after_init(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         except NegotiationUnavailable:
             raise  # strict mode: the clear error the user asked for
         except Exception:
-            logger.exception("mcp_negotiation: could not negotiate a new server (ignored)")
+            logger.exception("could not negotiate a new server (ignored)")
     return result
 
 
@@ -222,7 +223,12 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
     """Negotiate every SDK server built from now on (and `servers`, already built).
 
     High-level servers (MCPServer, FastMCP) build a lowlevel `Server` inside, so
-    patching its constructor reaches them all.
+    patching its constructor reaches them all. It cannot reach a server built before
+    this call unless that server is passed here (or to `negotiate`): nothing of the SDK's
+    lists the servers that exist. A request of such a server has no negotiation, and
+    `negotiation_of` raises `NoNegotiation` saying that the server was most likely built
+    first. To wrap a program you do not own, call this before the code that builds its
+    server runs: `instrument(Policy())`, then the program's own `main()`.
     """
     policy = policy_given(policy, "instrument(policy, *servers)")
     for server in servers:  # a mistake among them leaves nothing instrumented
@@ -240,7 +246,7 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
             _INSTRUMENTED.append((cls, "__init__", original))
             wrapt.wrap_function_wrapper(cls, "__init__", _after_init)
         if not _INSTRUMENTED:
-            message = "mcp_negotiation: no SDK server class found to instrument"
+            message = "no SDK server class found to instrument"
             if policy.strict:
                 raise NegotiationUnavailable(message)
             logger.warning(message)

@@ -170,7 +170,7 @@ class NegotiationMiddleware:
         """A legacy `initialize`: steer the SDK's answer to the agreed revision, then keep the
         record for the session and trace it."""
         if not seams.steer_initialize(ctx, record.protocol_version):
-            report(logging.WARNING, "mcp_negotiation: cannot steer the initialize answer; the SDK chooses")
+            report(logging.WARNING, "cannot steer the initialize answer; the SDK chooses")
             return await call_next(ctx)
         engine = self.engine
         result = await _publish(ctx, call_next, (record, engine.negotiator))
@@ -188,7 +188,7 @@ class NegotiationMiddleware:
         owner = self._owner() if self._owner is not None else None
         chain = seams.middleware_list(owner) if owner is not None else None
         if chain is not None and any(item is self for item in chain) and seams.place(chain, self):
-            logger.info("mcp_negotiation: moved behind the server's span opener from the next request on")
+            logger.info("moved behind the server's span opener from the next request on")
 
 
 def _pipe(ctx: ServerRequestContext[Any, Any]) -> tuple[Pipe | None, bytes | None]:
