@@ -61,6 +61,9 @@ RUNNERS = {
     "examples/tracing.py": "test_tracing_example_prints_the_spans",
     "examples/ucp_negotiation_core.py": "test_the_example_prints_what_the_page_says",
     "examples/ucp_shop.py": "test_stdio_session_extension_and_arguments_path",
+    "examples/wrap_git_server.py": "test_the_git_servers_factory_negotiated_with_a_tool_of_ours",
+    "examples/wrap_time_main.py": "test_four_lines_negotiate_the_time_servers_own_main",
+    "examples/wrap_traced.py": "test_spans_of_a_wrapped_stdio_server_go_to_stderr_one_line_each",
     "src/mcp_negotiation/tools/demo.py": "test_a_window_closing_while_serving_reaches_envelopes_seen_before",
 }
 """Each file the docs quote, every example among them, and the one test that runs it (as a
