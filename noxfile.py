@@ -122,8 +122,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict src, with every optional dependency src imports."""
-    session.install(*_lock("main"), "-e", ".[redis,instrumentation]", *_from_test_extra("mypy"))
+    """mypy --strict src, with every optional dependency src imports (the OpenTelemetry SDK:
+    `otel/stderr.py`'s exporter)."""
+    session.install(*_lock("main"), "-e", ".[redis,instrumentation]",
+                    *_from_test_extra("mypy", "opentelemetry-sdk"))
     session.run("mypy", "--strict", "src", *session.posargs)
 
 

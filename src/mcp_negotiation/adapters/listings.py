@@ -61,5 +61,5 @@ async def listed(
             return result
         return dict(answered) if isinstance(result, Mapping) else type(result).model_validate(answered)
     except Exception as error:
-        report(logging.ERROR, "mcp_negotiation: could not declare requirements in a listing", exc=error)
+        report(logging.ERROR, "could not declare requirements in a listing", exc=error)
         return result

@@ -106,4 +106,4 @@ def report(level: int, template: str, *args: object, exc: BaseException | None =
         template, args = f"{template} (%d more like this not logged)", (*args, left_out)
     logger.log(level, template, *args)
     if exc is not None and logger.isEnabledFor(logging.DEBUG):
-        logger.debug("mcp_negotiation: the traceback of the line above", exc_info=exc)
+        logger.debug("the traceback of the line above", exc_info=exc)

@@ -147,7 +147,7 @@ class Engine:
         except Exception as error:
             report(
                 logging.ERROR,
-                "mcp_negotiation: negotiation failed unexpectedly; passing the request through",
+                "negotiation failed unexpectedly; passing the request through",
                 exc=error,
             )
             return Outcome("pass", judged=judged)
@@ -251,7 +251,7 @@ class Engine:
         if record.degraded:
             report(
                 logging.INFO,
-                "mcp_negotiation: a client at %s loses %s%s",
+                "a client at %s loses %s%s",
                 record.protocol_version,
                 ", ".join(sorted(record.degraded)),
                 # Logs are exported too: the client's name only where the policy opted in.

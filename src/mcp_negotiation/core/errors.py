@@ -78,4 +78,31 @@ class NegotiationUnavailable(NegotiationError, RuntimeError):
 
 
 class NoNegotiation(NegotiationError, LookupError):
-    """Raised by `negotiation_of` outside a request of a server wrapped by `negotiate()`."""
+    """Raised by `negotiation_of` outside a request of a server wrapped by `negotiate()`.
+
+    `NoNegotiation.explained` says why it most likely is, and the fix, in its message.
+    """
+
+    @classmethod
+    def explained(cls, *, in_request: bool, instrumenting: bool) -> NoNegotiation:
+        """The error for a handler's `ctx` (`in_request`) or for the current request (none given),
+        while `instrument()` is in force or not: it reaches only the servers built after it."""
+        if in_request and instrumenting:
+            why = (
+                "its server was most likely built before instrument() was called, and instrument()"
+                " reaches only the servers built after it (it cannot know those built before);"
+                " call instrument() before the code that builds the server runs, or pass the"
+                " server: instrument(policy, server) or negotiate(server, policy)"
+            )
+        elif in_request:
+            why = (
+                "its server is not negotiated; wrap it with negotiate(server, policy), or call"
+                " instrument(policy) before the code that builds it runs"
+            )
+        else:
+            why = (
+                "negotiation_of() answers inside a request handler of a negotiated server (pass the"
+                " handler's ctx); a server is negotiated by negotiate(server, policy), or by"
+                " instrument(policy) when it is built after that call"
+            )
+        return cls(f"no negotiation for this request: {why}")

@@ -222,7 +222,7 @@ def _warn_unknown(name: str) -> None:
     if not first_time(shown):
         return
     logger.warning(
-        "mcp_negotiation: %s; client_supports answers False for it, for every client",
+        "%s; client_supports answers False for it, for every client",
         feature_name_problem(shown, client_only=False),
     )
 
@@ -281,6 +281,16 @@ class Policy:
     """A `mcp_negotiation.ucp.UcpPolicy`, or None: the UCP stage's settings."""
     _accepted: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """`accepted()`, computed once by `__post_init__`."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Policy:
+        """Say what a misspelt keyword meant (`min_revison`), which the generated `__init__`
+        would only call unexpected. (`object.__new__`: a slotted dataclass breaks `super()`.)"""
+        for name in kwargs.keys() - _POLICY_KEYWORDS:
+            shown = name[:_MAX_NAME_SHOWN]
+            nearest = _nearest(shown, _POLICY_KEYWORDS)
+            hint = f"did you mean {nearest!r}?" if nearest else f"its keywords: {', '.join(_POLICY_KEYWORDS)}"
+            raise TypeError(f"Policy() got an unexpected keyword argument {shown!r}; {hint}")
+        return object.__new__(cls)
 
     def __post_init__(self) -> None:
         for name in ("min_revision", "max_revision"):
@@ -383,6 +393,10 @@ class Policy:
         )
         closed = frozenset() if window_open else revisions.DEPRECATED_FEATURES
         return closed | frozenset(self.withhold)
+
+
+_POLICY_KEYWORDS: Final = tuple(f.name for f in fields(Policy) if f.init)
+"""What `Policy(...)` takes, in order: what a misspelt keyword is matched against."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ NETWORK_TRANSPORT: Final[Mapping[Transport, str]] = {
     "unknown": "unknown",
 }
 
-_FAILED: Final = "mcp_negotiation: telemetry failed (ignored)"
+_FAILED: Final = "telemetry failed (ignored)"
 """Logged, with the exception, wherever telemetry fails: it never raises into the server."""
 tracer = trace.get_tracer("mcp_negotiation")
 """What every span of this library is started with: OpenTelemetry's proxy, which records

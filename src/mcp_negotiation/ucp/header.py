@@ -76,7 +76,7 @@ def _checked(url: str) -> str:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:  # a port that is no number or out of range, a bad IPv6 literal
-        report(logging.DEBUG, "mcp_negotiation: a profile URL does not parse", exc=exc)
+        report(logging.DEBUG, "a profile URL does not parse", exc=exc)
         raise _invalid("the profile URL does not parse") from None
     if parts.scheme.lower() != "https":
         raise _invalid("the profile URL must use https")
@@ -102,7 +102,7 @@ def parse_ucp_agent(value: str | bytes) -> str:
         raw = value if isinstance(value, bytes) else value.encode("ascii")
         parsed = http_sf.parse(raw, tltype="dictionary", on_duplicate_key=_refuse_duplicate_profile)
     except (UnicodeError, http_sf.StructuredFieldError) as exc:
-        report(logging.DEBUG, "mcp_negotiation: a UCP-Agent header does not parse", exc=exc)
+        report(logging.DEBUG, "a UCP-Agent header does not parse", exc=exc)
         raise _invalid("the UCP-Agent header is not an RFC 8941 dictionary") from None
     if not isinstance(parsed, dict) or not parsed:
         raise _invalid("the UCP-Agent header is empty")

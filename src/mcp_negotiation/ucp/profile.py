@@ -325,7 +325,7 @@ class Profile:
         except (ValueError, RecursionError) as exc:
             # ValueError covers bad JSON, bad UTF-8 and over-long integers; RecursionError
             # deeply nested arrays, which the stdlib parser walks recursively.
-            report(logging.DEBUG, "mcp_negotiation: a profile is not JSON", exc=exc)
+            report(logging.DEBUG, "a profile is not JSON", exc=exc)
             raise _malformed("the profile is not JSON") from None
         return cls.from_json(obj)
 

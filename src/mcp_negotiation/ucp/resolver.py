@@ -275,7 +275,7 @@ def _fetch_failure(parts: SplitResult, addresses: list[IPAddress], exc: httpx2.H
         )
     report(
         logging.WARNING,
-        "mcp_negotiation: fetching the profile %s from %s failed (%s)",
+        "fetching the profile %s from %s failed (%s)",
         urlunsplit(parts),
         " or ".join(map(str, addresses)),
         phrase,

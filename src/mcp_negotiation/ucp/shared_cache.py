@@ -246,7 +246,7 @@ class RedisProfileCache:
         except _OnOwn as reason:
             report(
                 logging.WARNING,
-                "mcp_negotiation: %s, so it fetched the profile on its own and shares it; the shared"
+                "%s, so it fetched the profile on its own and shares it; the shared"
                 " profile cache stays in use",
                 reason,
             )
@@ -360,7 +360,7 @@ class RedisProfileCache:
         if not self._reported:
             self._reported = True
             logger.warning(
-                "mcp_negotiation: the shared profile cache failed (%s); each replica fetches "
+                "the shared profile cache failed (%s); each replica fetches "
                 "profiles on its own for %s s, then tries it again",
                 what,
                 self._retry_after,
@@ -370,7 +370,7 @@ class RedisProfileCache:
     def _answered(self) -> None:
         if self._reported:
             self._reported = False
-            logger.info("mcp_negotiation: the shared profile cache answers again")
+            logger.info("the shared profile cache answers again")
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

@@ -217,7 +217,7 @@ class UcpStage:
         except UcpError as failure:
             report(
                 logging.WARNING,
-                "mcp_negotiation: the business profile for UCP %s at %s is unusable (%s: %s);"
+                "the business profile for UCP %s at %s is unusable (%s: %s);"
                 " pin it with UcpPolicy(supported_profiles=...)",
                 version,
                 older,
@@ -244,7 +244,7 @@ def _profile_from(answer: object) -> Profile:
     if isinstance(answer, UcpError):
         raise answer
     problem = answer if isinstance(answer, BaseException) else TypeError(type(answer).__name__)
-    report(logging.WARNING, "mcp_negotiation: the profile resolver failed unexpectedly", exc=problem)
+    report(logging.WARNING, "the profile resolver failed unexpectedly", exc=problem)
     raise UcpError(PROFILE_UNREACHABLE, "the platform profile could not be resolved")
 
 

@@ -15,6 +15,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from mcp_negotiation import (
     NegotiationUnavailable,
+    NoNegotiation,
     Policy,
     client_supports,
     instrument,
@@ -112,6 +113,34 @@ async def test_instrument_reaches_servers_built_afterwards_and_existing_ones_pas
         uninstrument(before)
     assert _ours(before) == []
     assert _ours(MCPServer("later")) == []
+
+
+async def _why_not_negotiated(server: MCPServer) -> str:
+    @server.tool()
+    async def why(ctx: Context) -> str:
+        try:
+            negotiation_of(ctx)
+        except NoNegotiation as missing:
+            return str(missing)
+        return "negotiated"
+
+    async with Client(server, mode="legacy") as client:
+        return str(structured(await client.call_tool("why", {}))["result"])
+
+
+async def test_a_server_built_before_instrument_is_told_so_where_its_tool_asks() -> None:
+    built_first = MCPServer("built-first")
+    instrument(Policy())
+    try:
+        said = await _why_not_negotiated(built_first)
+    finally:
+        uninstrument()
+    assert said.startswith("no negotiation for this request: its server was most likely built before")
+    assert "instrument(policy, server) or negotiate(server, policy)" in said
+    never = await _why_not_negotiated(MCPServer("never"))
+    assert "its server is not negotiated; wrap it with negotiate(server, policy)" in never
+    with pytest.raises(NoNegotiation, match="answers inside a request handler of a negotiated server"):
+        negotiation_of()
 
 
 async def test_lowlevel_server_handlers_see_the_negotiation() -> None:

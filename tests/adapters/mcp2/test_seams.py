@@ -363,7 +363,7 @@ def test_the_sdk_request_context_takes_the_entry_bound_to_it() -> None:
     from mcp.server.context import ServerRequestContext
     from mcp.server.mcpserver import Context
 
-    from mcp_negotiation.adapters.mcp2.seams import bind, entry_bound_to
+    from mcp_negotiation.adapters.mcp2.seams import BOUND_ATTRIBUTE, entry_bound_to
     from mcp_negotiation.core.negotiation import Negotiator, Policy
 
     request = ServerRequestContext(
@@ -371,6 +371,6 @@ def test_the_sdk_request_context_takes_the_entry_bound_to_it() -> None:
     )  # type: ignore[arg-type]
     negotiator = Negotiator(Policy())
     entry = (negotiator.without_session("2025-11-25", transport="memory"), negotiator)
-    bind(request, entry)  # as the middleware does, per request
+    setattr(request, BOUND_ATTRIBUTE, entry)  # as the middleware does, per request
     assert entry_bound_to(request) is entry
     assert entry_bound_to(Context(request_context=request)) is entry  # how `ctx` reaches it

@@ -11,7 +11,6 @@ Each test compares what the server saw with what that client declared, over stdi
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,11 +21,10 @@ import pytest
 from mcp_negotiation.core import revisions
 from mcp_negotiation.tools.demo import build
 from support.harness import ROOT, serve_http
-from support.node import ensure_packages, node, package_version
+from support.node import ensure_packages, node, package_version, run_ts_client
 
 pytestmark = [pytest.mark.matrix, pytest.mark.peers]
 
-PEER_SCRIPT = ROOT / "tests/support/peers/ts_client.mjs"
 FULL = {"sampling": {}, "elicitation": {}, "roots": {"listChanged": True}}
 CLIENTS = [
     pytest.param("v1", "legacy", id="sdk-1.x-legacy"),
@@ -55,22 +53,6 @@ def transport(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
         yield {"transport": "http", "url": url}
 
 
-def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
-    completed = subprocess.run(
-        [str(node()), str(PEER_SCRIPT), json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert completed.returncode == 0, completed.stderr
-    lines = completed.stdout.strip().splitlines()
-    assert lines, f"the TypeScript client printed nothing:\n{completed.stderr}"
-    out: dict[str, Any] = json.loads(lines[-1])
-    assert "fatal" not in out, f"{out['fatal']}\n{out.get('stack')}\n{completed.stderr}"
-    return out
-
-
 def declared(capabilities: dict[str, Any], name: str) -> bool:
     """Whether `name` (dotted for sub-capabilities) is in the capability map as declared.
 
@@ -91,7 +73,7 @@ def declared(capabilities: dict[str, Any], name: str) -> bool:
 def test_typescript_client_sees_what_it_declared(
     sdk: str, mode: str, capabilities: dict[str, Any], transport: dict[str, Any]
 ) -> None:
-    out = run_peer({"sdk": sdk, "mode": mode, "capabilities": capabilities, **transport})
+    out = run_ts_client({"sdk": sdk, "mode": mode, "capabilities": capabilities, **transport})
     seen = out["negotiation"]
     assert out["negotiation_is_error"] is False
     assert out["server"] == "minimal"

@@ -3,12 +3,14 @@
 //
 //   node ts_client.mjs '<json spec>'
 //
-// spec: {sdk: "v1" | "v2", mode: "legacy" | "2026-07-28" (v2 only),
-//        transport: "stdio" | "http", command, args, cwd, url, capabilities: {...}}
+// spec: {sdk: "v1" | "v2", mode: "legacy" | "auto" | "2026-07-28" (v2 only; absent: the
+//        client's default), transport: "stdio" | "http", command, args, cwd, url,
+//        capabilities: {...}, calls: [{name, arguments}] (optional)}
 // "v1" is @modelcontextprotocol/sdk (1.x, handshake revisions only); "v2" is
 // @modelcontextprotocol/client (2.x, which also speaks 2026-07-28). The client declares
 // `capabilities`, calls the `negotiation` tool (what the server saw), then `summarize`
 // (which needs sampling), and prints one JSON object: what it declared and what came back.
+// With `calls`, it makes those tool calls instead, each answer in `results`.
 
 const spec = JSON.parse(process.argv[2]);
 
@@ -48,8 +50,11 @@ async function sdkClient() {
     return { client, transport, offered: LATEST_PROTOCOL_VERSION, package: "@modelcontextprotocol/sdk" };
   }
   const v2 = await import("@modelcontextprotocol/client");
-  const mode = spec.mode === "legacy" ? "legacy" : { pin: spec.mode };
-  const client = new v2.Client(info, { capabilities, versionNegotiation: { mode } });
+  const options = { capabilities };
+  if (spec.mode !== undefined) {
+    options.versionNegotiation = { mode: ["legacy", "auto"].includes(spec.mode) ? spec.mode : { pin: spec.mode } };
+  }
+  const client = new v2.Client(info, options);
   if (capabilities.sampling) {
     client.setRequestHandler("sampling/createMessage", async () => ({
       role: "assistant", content: { type: "text", text: "sampled" }, model: "ts",
@@ -68,7 +73,7 @@ async function sdkClient() {
   } else {
     transport = new v2.StreamableHTTPClientTransport(new URL(spec.url));
   }
-  const offered = spec.mode === "legacy" ? v2.LATEST_PROTOCOL_VERSION : spec.mode;
+  const offered = [undefined, "legacy"].includes(spec.mode) ? v2.LATEST_PROTOCOL_VERSION : spec.mode === "auto" ? null : spec.mode;
   return { client, transport, offered, package: "@modelcontextprotocol/client" };
 }
 
@@ -80,14 +85,26 @@ try {
   out.declared = spec.capabilities ?? {};
   await client.connect(transport);
   out.server = client.getServerVersion()?.name ?? null;
-  const seen = await client.callTool({ name: "negotiation", arguments: {} });
-  out.negotiation = seen.structuredContent ?? null;
-  out.negotiation_is_error = seen.isError ?? false;
-  try {
-    const summarized = await client.callTool({ name: "summarize", arguments: { text: "a text from TypeScript" } });
-    out.summarize = { result: summarized.content?.[0]?.text ?? null, isError: summarized.isError ?? false };
-  } catch (err) {
-    out.summarize = { error: errorOf(err) };
+  if (spec.calls !== undefined) {
+    out.results = [];
+    for (const call of spec.calls) {
+      try {
+        const answer = await client.callTool(call);
+        out.results.push({ structured: answer.structuredContent ?? null, content: answer.content ?? [], isError: answer.isError ?? false });
+      } catch (err) {
+        out.results.push({ error: errorOf(err) });
+      }
+    }
+  } else {
+    const seen = await client.callTool({ name: "negotiation", arguments: {} });
+    out.negotiation = seen.structuredContent ?? null;
+    out.negotiation_is_error = seen.isError ?? false;
+    try {
+      const summarized = await client.callTool({ name: "summarize", arguments: { text: "a text from TypeScript" } });
+      out.summarize = { result: summarized.content?.[0]?.text ?? null, isError: summarized.isError ?? false };
+    } catch (err) {
+      out.summarize = { error: errorOf(err) };
+    }
   }
   await client.close();
 } catch (err) {

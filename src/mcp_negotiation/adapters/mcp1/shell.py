@@ -27,7 +27,7 @@ from ...core.errors import Refusal
 from ...core.facts import Origin
 from ...core.negotiation import Negotiator, Policy, policy_given
 from ...core.outcome import Known, Outcome
-from .. import listings
+from .. import instrumenting, listings
 from ..compat import PENDING_REFUSALS, error_data
 from ..installing import negotiate_built, unavailable
 from ..kernel import advertised, apply
@@ -299,7 +299,7 @@ def _install_targets(policy: Policy) -> bool:
     missing = missing_targets()
     if missing:
         lacks = ", ".join(missing)
-        unavailable(policy, f"mcp_negotiation: mcp {seams.sdk_version()} lacks {lacks}; not negotiating")
+        unavailable(policy, f"mcp {seams.sdk_version()} lacks {lacks}; not negotiating")
         return False
     for job, (module_name, path, _) in seams.TARGETS.items():
         found = seams.resolve(module_name, path)
@@ -320,14 +320,14 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     lowlevel = seams.lowlevel(server)
     if lowlevel is None:
         kind = type(server).__name__
-        unavailable(policy, f"mcp_negotiation: {kind} is not an mcp 1.x server; left untouched")
+        unavailable(policy, f"{kind} is not an mcp 1.x server; left untouched")
         return server
     if _install_targets(policy):
         _servers[lowlevel] = V1Negotiation.of(policy, server)
     return server
 
 
-_default_policy: list[Policy] = []
+_default_policy = instrumenting.ACTIVE
 _original_init: list[Any] = []
 """`Server.__init__` as it was while `instrument()` is active (kept apart from `_patched`,
 whose being non-empty means the targets are installed)."""

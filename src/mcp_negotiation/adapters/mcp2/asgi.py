@@ -165,4 +165,4 @@ def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], d
             session_id=None,
         )
     except Exception as problem:
-        report(logging.DEBUG, "mcp_negotiation: could not read a refused response", exc=problem)
+        report(logging.DEBUG, "could not read a refused response", exc=problem)

@@ -21,12 +21,15 @@ from typing import Any, TypeVar
 import wrapt
 from starlette.applications import Starlette
 
+from ...core import revisions
 from ...core.negotiation import Policy, policy_given
+from .. import instrumenting
 from ..context import check_requires_order
 from ..installing import negotiate_built, unavailable
 from ..origin import stdio_wrapper
 from . import seams
 from .asgi import RefusalRecorder, record_refusals_asgi
+from .fallback import serve_with_fallback
 from .middleware import NegotiationMiddleware
 
 __all__ = ["instrument", "negotiate", "uninstrument"]
@@ -36,7 +39,7 @@ logger = logging.getLogger("mcp_negotiation")
 _S = TypeVar("_S")
 _INSTRUMENTED: list[tuple[Any, str, Any]] = []
 """(owner, attribute, original) for everything `instrument()` patched, to undo it."""
-_DEFAULT_POLICY: list[Policy] = []
+_DEFAULT_POLICY = instrumenting.ACTIVE
 
 
 def _installed(chain: list[Any]) -> NegotiationMiddleware | None:
@@ -47,7 +50,10 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     """Negotiate every request of `server` under `policy`; returns the same server.
 
     Accepts an `MCPServer`, a lowlevel `Server`, or a `fastmcp.FastMCP`. Applying it
-    again replaces the policy and installs nothing twice.
+    again replaces the policy and installs nothing twice. Under a policy that serves no
+    2026-07-28 revision, a stdio client that probes at 2026-07-28 first (the SDK's default
+    `Client`) falls back to `initialize` and is served (see `fallback`); an SDK that leaves
+    no way to do so gets a warning here, with the fix.
     """
     policy = policy_given(policy, "negotiate(server, policy)")
     _require_server(server)
@@ -57,8 +63,7 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     if chain is None:
         unavailable(
             policy,
-            f"mcp_negotiation: {type(server).__name__} has no SDK middleware list; "
-            "the server runs without negotiation",
+            f"{type(server).__name__} has no SDK middleware list; the server runs without negotiation",
         )
         return server
     existing = _installed(chain)
@@ -69,7 +74,7 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     built = seams.http_session_manager(server)
     if built is not None and built not in _RECORDING:
         logger.warning(
-            "mcp_negotiation: negotiate() came after streamable_http_app() built this server's app:"
+            "negotiate() came after streamable_http_app() built this server's app:"
             " its requests are negotiated, but the refusals the SDK makes there before dispatch"
             " (-32022 for a revision it does not know, -32020) are not traced; call negotiate()"
             " first, or wrap that app with record_refusals_asgi()"
@@ -77,7 +82,40 @@ def negotiate(server: _S, policy: Policy | None = None) -> _S:
     seams.place(chain, existing)
     _wrap_http_app(server)
     _watch_stdio()
+    if not _serves_modern(policy) and not _let_streams_fall_back():
+        logger.warning(
+            "this Policy serves no 2026-07-28 revision, and this SDK offers no way to serve a stdio"
+            " client that falls back from its 2026-07-28 probe: the SDK's default Client(...) fails"
+            " to connect over stdio; have clients connect with Client(..., mode='legacy'), or let the"
+            " policy serve 2026-07-28 (docs/faq.md)"
+        )
     return server
+
+
+def _serves_modern(policy: Policy) -> bool:
+    return any(revisions.era(revision) == "modern" for revision in policy.accepted())
+
+
+def _let_streams_fall_back() -> bool:
+    """Make the SDK's stream driver serve a legacy-only server's clients that fall back from the
+    modern probe (see `fallback`); False where the SDK offers no such driver to wrap."""
+    site = seams.era_loop_site()
+    if site is None:
+        return False
+    if not isinstance(getattr(site, seams.ERA_LOOP), wrapt.FunctionWrapper):
+        wrapt.wrap_function_wrapper(site, seams.ERA_LOOP, _era_loop)
+    return True
+
+
+def _era_loop(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """The SDK's stream driver for one connection, with the legacy fallback when the server's
+    policy of the moment serves no modern revision (any other server: the SDK's, untouched)."""
+    server = args[0] if args else kwargs.get("server")
+    chain = seams.middleware_list(server)
+    installed = _installed(chain) if chain is not None else None
+    if installed is None or _serves_modern(installed.policy) or len(args) < 3:
+        return wrapped(*args, **kwargs)
+    return serve_with_fallback(wrapped, *args, **kwargs)
 
 
 _ACCEPTED = "an MCPServer, a lowlevel mcp.server.lowlevel.Server or a fastmcp.FastMCP"
@@ -145,7 +183,7 @@ def _wrap_http_app(server: Any) -> None:
             try:
                 app.add_middleware(RefusalRecorder, policy=policy_now)
             except Exception:  # telemetry only: the app serves without it
-                message = "mcp_negotiation: cannot record the SDK's own refusals on this app"
+                message = "cannot record the SDK's own refusals on this app"
                 logger.warning(message, exc_info=True)
                 return app
         manager = seams.http_session_manager(server)
@@ -176,7 +214,12 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
     """Negotiate every SDK server built from now on (and `servers`, already built).
 
     High-level servers (MCPServer, FastMCP) build a lowlevel `Server` inside, so
-    patching its constructor reaches them all.
+    patching its constructor reaches them all. It cannot reach a server built before
+    this call unless that server is passed here (or to `negotiate`): nothing of the SDK's
+    lists the servers that exist. A request of such a server has no negotiation, and
+    `negotiation_of` raises `NoNegotiation` saying that the server was most likely built
+    first. To wrap a program you do not own, call this before the code that builds its
+    server runs: `instrument(Policy())`, then the program's own `main()`.
     """
     policy = policy_given(policy, "instrument(policy, *servers)")
     for server in servers:  # a mistake among them leaves nothing instrumented
@@ -194,7 +237,7 @@ def instrument(policy: Policy | None = None, *servers: Any) -> None:
             _INSTRUMENTED.append((cls, "__init__", original))
             wrapt.wrap_function_wrapper(cls, "__init__", _after_init)
         if not _INSTRUMENTED:
-            unavailable(policy, "mcp_negotiation: no SDK server class found to instrument")
+            unavailable(policy, "no SDK server class found to instrument")
 
 
 def uninstrument(*servers: Any) -> None:

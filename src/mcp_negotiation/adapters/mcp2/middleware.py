@@ -58,7 +58,7 @@ class NegotiationMiddleware:
         owner = self._owner() if self._owner is not None else None
         chain = seams.middleware_list(owner) if owner is not None else None
         if chain is not None and any(item is self for item in chain) and seams.place(chain, self):
-            logger.info("mcp_negotiation: moved behind the server's span opener from the next request on")
+            logger.info("moved behind the server's span opener from the next request on")
 
 
 DIRECT: Final = Origin("memory", NO_HEADERS, direct=True)

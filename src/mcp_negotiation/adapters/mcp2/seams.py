@@ -174,6 +174,32 @@ def registered_functions(server: Any) -> list[Any]:
     return found
 
 
+ERA_LOOP: Final = "serve_dual_era_loop"
+"""The SDK's driver of a stream connection (stdio, in-memory streams, SSE), which `Server.run`
+calls by this name: the connection's first request decides its era, for good."""
+_ERA_LOOP_PARAMETERS: Final = ("server", "read_stream", "write_stream")
+
+
+def era_loop_site() -> Any | None:
+    """The module whose `serve_dual_era_loop` `Server.run` calls, to be patched there (gotcha 6:
+    the lowlevel server's module imports it by name), or None when `Server.run` no longer
+    calls it by that name or it no longer takes (server, read_stream, write_stream) first."""
+    try:
+        from mcp.server.lowlevel import server as lowlevel
+    except ImportError:  # pragma: no cover - an SDK without the lowlevel server
+        return None
+    run = getattr(getattr(lowlevel, "Server", None), "run", None)
+    loop = getattr(lowlevel, ERA_LOOP, None)
+    if not callable(run) or not callable(loop):
+        return None
+    names = getattr(getattr(inspect.unwrap(run), "__code__", None), "co_names", ())
+    loop = inspect.unwrap(loop)
+    if ERA_LOOP not in names or not inspect.iscoroutinefunction(loop):
+        return None
+    parameters = tuple(inspect.signature(loop).parameters)[: len(_ERA_LOOP_PARAMETERS)]
+    return lowlevel if parameters == _ERA_LOOP_PARAMETERS else None
+
+
 def http_app_owner(server: Any) -> Any:
     """The server whose `streamable_http_app()` builds the app: the lowlevel one behind a
     high-level server, else the server itself."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from ...core.errors import NegotiationError
 
@@ -109,3 +110,16 @@ class Row:
     def answered_as_peer(self) -> bool:
         """Whether the server answered this row as a JSON-RPC peer: a result or an error."""
         return self.served or self.outcome == "refused"
+
+
+def shown(url: str) -> str:
+    """`url` without credentials, query or fragment: what the probe prints may be shared."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+    except ValueError:
+        return "(an unparsable URL)"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

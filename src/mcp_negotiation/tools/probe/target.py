@@ -10,13 +10,12 @@ import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from .rows import ProbeError
+from .rows import ProbeError, shown
 
 if TYPE_CHECKING:
     from .watch import Watch
@@ -74,16 +73,3 @@ class Target:
         parameters = StdioServerParameters(command=command, args=args, env=dict(os.environ))
         async with stdio_client(parameters, errlog=errlog) as streams:
             yield streams
-
-
-def shown(url: str) -> str:
-    """`url` without credentials, query or fragment: what the probe prints may be shared."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        netloc = f"[{host}]" if ":" in host else host
-        if parts.port is not None:
-            netloc += f":{parts.port}"
-    except ValueError:
-        return "(an unparsable URL)"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -18,7 +18,7 @@ import anyio
 import httpx2
 from mcp.shared.exceptions import MCPError
 
-from .target import shown
+from .rows import shown
 
 PARSE_ERROR: Final = -32700
 
