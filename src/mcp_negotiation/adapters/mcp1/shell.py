@@ -32,11 +32,14 @@ from typing import Any, Final, TypeVar
 import wrapt
 
 from ...core import revisions
+from ...core.client_log import report
 from ...core.engine import Decision, Engine, Inbound
 from ...core.errors import NegotiationUnavailable, Refusal
 from ...core.listings import LISTINGS
 from ...core.negotiation import Negotiation, Negotiator, Policy, policy_given
+from ...otel import metrics as operations
 from ...otel import spans as telemetry
+from ...otel.semconv import TOOL_ERROR
 from .. import listings as catalog
 from ..compat import PENDING_REFUSALS, error_data
 from ..context import current
@@ -120,18 +123,48 @@ def _on_run(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 
     async def serving() -> Any:
         token = _serving.set(holder)
+        # [metrics] a session is timed from its handshake (`_initialize`) until this run ends;
+        # a stateless run (one HTTP POST) is no session.
+        stateless = kwargs.get("stateless", args[4] if len(args) > 4 else False)
+        clock = _SessionClock() if not stateless else None
+        clock_token = _session_clock.set(clock)
+        error = None
         try:
             return await wrapped(*args, **kwargs)
+        except Exception as failure:
+            error = type(failure).__qualname__
+            raise
         finally:
+            _session_clock.reset(clock_token)
             _serving.reset(token)
+            if clock is not None and clock.started is not None:
+                operations.session_ended(clock.started, clock.revision, http=clock.http, error=error)
 
     return serving()
+
+
+@dataclass
+class _SessionClock:
+    """[metrics] When a run's session began (its handshake), at which revision, over what."""
+
+    started: float | None = None
+    revision: str = ""
+    http: bool = False
+
+
+_session_clock: ContextVar[_SessionClock | None] = ContextVar("mcp_negotiation.v1_session", default=None)
+_timed: weakref.WeakKeyDictionary[Any, tuple[float, str, Any, Any]] = weakref.WeakKeyDictionary()
+"""[metrics] Per request being answered (by its `RequestResponder`): when it came, its method,
+its tool or prompt name, and its session."""
 
 
 def _on_received_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     holder = _serving.get()
     responder = args[0] if args else kwargs.get("responder")
     request: Any = getattr(getattr(responder, "request", None), "root", None)
+    if holder is not None and (started := operations.clock()) is not None:  # [metrics]
+        target = getattr(getattr(request, "params", None), "name", None)
+        _timed[responder] = (started, getattr(request, "method", ""), target, instance)
     if holder is None or type(request).__name__ != "InitializeRequest":
         return wrapped(*args, **kwargs)
     return _initialize(holder, instance, responder, request.params, wrapped(*args, **kwargs))
@@ -160,6 +193,10 @@ async def _initialize(
         params.protocolVersion = record.protocol_version
     result = await answer
     held = holder.engine.handshaken(record, raw, record.protocol_version)
+    clock = _session_clock.get()
+    if clock is not None and clock.started is None and operations.clock() is not None:  # [metrics]
+        clock.started, clock.revision = started, record.protocol_version
+        clock.http = record.transport == "http"
     _records[session] = held.record
     if holder.engine.ucp is not None:
         _session_profiles[session] = held.ucp_default
@@ -274,7 +311,10 @@ def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     if pending and _failed(response):
         # A refusal raised inside the handler, which failed with it: answer it as the
         # JSON-RPC error it is. A handler that caught the refusal and answered is answered.
-        return wrapped(error_data(pending[0]))
+        response = error_data(pending[0])
+        _measure(instance, response)
+        return wrapped(response)
+    _measure(instance, response)
     listing = _listing.get()
     if listing is not None and type(response).__name__ == "ServerResult":
         return _listed(wrapped, listing, response)
@@ -307,6 +347,43 @@ def _listing_owner(server: Any) -> Any:
     except ValueError:  # an empty cell: a closure shaped otherwise
         pass
     return server
+
+
+def _measure(responder: Any, response: Any) -> None:
+    """[metrics] A request timed as it came (`_on_received_request`), answered with `response`,
+    in `mcp.server.operation.duration`, at the revision its session agreed (else the one it
+    was served at, as `_handle` finds it). Never raises."""
+    timed = _timed.pop(responder, None)
+    if timed is None:
+        return
+    try:
+        _answered(*timed, responder, response)
+    except Exception as problem:
+        report(logging.ERROR, "mcp_negotiation: telemetry failed (ignored)", exc=problem)
+
+
+def _answered(started: float, method: str, target: Any, session: Any, responder: Any, response: Any) -> None:
+    http_request = _http_request(responder)
+    kept = _records.get(session)
+    revision = kept.protocol_version if type(kept) is Negotiation else None
+    headers = getattr(http_request, "headers", None) or {}
+    revision = revision or headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
+    code = error = None
+    if type(response).__name__ == "ErrorData":
+        code = getattr(response, "code", None)
+    elif method == "tools/call" and _failed(response):
+        error = TOOL_ERROR
+    scope = http_scope(http_request)
+    operations.operation(
+        started,
+        method,
+        revision,
+        origin(scope)[0],
+        target=target,
+        code=code,
+        error=error,
+        http_version=scope.get("http_version") if scope is not None else None,
+    )
 
 
 def _failed(response: Any) -> bool:

@@ -15,15 +15,21 @@ import logging
 import time
 import weakref
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult
+from pydantic import ValidationError
 
 from ...core import revisions
 from ...core.client_log import report
 from ...core.engine import Decision, Engine, Inbound, Pipe, Shape, UcpRepeat
 from ...core.negotiation import Negotiation, Policy, Transport
+from ...otel import metrics as operations
 from ...otel import spans as telemetry
+from ...otel.semconv import TOOL_ERROR
 from ..compat import as_exception
 from ..context import Entry, Learning, current
 from ..listings import LISTINGS, listing_call
@@ -51,44 +57,54 @@ class NegotiationMiddleware:
         self.engine = Engine(policy)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if not self._settled:
-            self._settle()
-        if ctx.method in LISTINGS:  # requirements declared, and scoped on request (`catalog`)
-            call_next = listing_call(call_next, self._owner() if self._owner is not None else None)
-        key = base = entry = agent = None  # a repeat: one lookup and a publish
-        if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
-            held = self.engine.held_entry(seams.held(ctx), ctx.method)
-            if ctx.request is not None:  # over HTTP
-                held, agent = _held_over_http(ctx, held)
-            if not isinstance(held, Negotiation):
-                entry = held
-            elif (scope := self.engine.memoised_scope(held, ctx.params, agent)) is not None:  # a UCP call
-                entry = self.repeat_entry(ctx, scope, None)
-            else:
-                entry = await self._scoped(ctx, held, legacy=True, agent=agent)
-        elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
-            pipe: Pipe | None = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
-            if ctx.request is not None:  # over HTTP
-                pipe, agent = _pipe(ctx)
-            key, repeat = self.engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, pipe)
-            if repeat is not None:
-                if repeat.traced is not None:
-                    entry = repeat.published if telemetry.repeated(repeat.traced) else None
-                elif scope := self.engine.memoised_scope(base := repeat.published[0], ctx.params, agent):
-                    entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
+        started = operations.clock()  # [metrics] None without a MeterProvider: nothing else is paid
+        try:
+            if not self._settled:
+                self._settle()
+            if ctx.method in LISTINGS:  # requirements declared, and scoped on request (`catalog`)
+                call_next = listing_call(call_next, self._owner() if self._owner is not None else None)
+            key = base = entry = agent = None  # a repeat: one lookup and a publish
+            if ctx.protocol_version in revisions.LEGACY:  # a session's: the record its handshake left
+                held = self.engine.held_entry(seams.held(ctx), ctx.method)
+                if ctx.request is not None:  # over HTTP
+                    held, agent = _held_over_http(ctx, held)
+                if not isinstance(held, Negotiation):
+                    entry = held
+                elif (scope := self.engine.memoised_scope(held, ctx.params, agent)) is not None:  # a UCP call
+                    entry = self.repeat_entry(ctx, scope, None)
                 else:
-                    entry = await self._scoped(ctx, base, legacy=False, agent=agent)
-        if entry is not None:
-            try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
-                setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
-            except (AttributeError, TypeError):
-                pass
-            token = current.set(entry)
-            try:
-                return await call_next(ctx)
-            finally:
-                current.reset(token)
-        return await self._decided(ctx, call_next, key, base)
+                    entry = await self._scoped(ctx, held, legacy=True, agent=agent)
+            elif ctx.request_id is not None:  # a modern request's: the outcome its shape had
+                pipe: Pipe | None = on_stdio.get() and seams.transport_kind(ctx) != seams.DIRECT_KIND
+                if ctx.request is not None:  # over HTTP
+                    pipe, agent = _pipe(ctx)
+                key, repeat = self.engine.memo.find(ctx.method, ctx.params, ctx.protocol_version, pipe)
+                if repeat is not None:
+                    if repeat.traced is not None:
+                        entry = repeat.published if telemetry.repeated(repeat.traced) else None
+                    elif scope := self.engine.memoised_scope(base := repeat.published[0], ctx.params, agent):
+                        entry = self.repeat_entry(ctx, scope, None)  # a UCP call: its negotiation memoised
+                    else:
+                        entry = await self._scoped(ctx, base, legacy=False, agent=agent)
+            if entry is not None:
+                try:  # noqa: SIM105  (`seams.bind` inline; suppress() costs a microsecond per request)
+                    setattr(ctx, seams.BOUND_ATTRIBUTE, entry)
+                except (AttributeError, TypeError):
+                    pass
+                token = current.set(entry)
+                try:
+                    result = await call_next(ctx)
+                finally:
+                    current.reset(token)
+            else:
+                result = await self._decided(ctx, call_next, key, base)
+        except BaseException as error:  # [metrics] a refusal, or what the chain raised
+            if started is not None:
+                _measure(ctx, started, None, error)
+            raise
+        if started is not None:
+            _measure(ctx, started, result, None)
+        return result
 
     async def _scoped(
         self, ctx: ServerRequestContext[Any, Any], record: Negotiation, *, legacy: bool, agent: bytes | None
@@ -175,6 +191,10 @@ class NegotiationMiddleware:
         engine = self.engine
         result = await _publish(ctx, call_next, (record, engine.negotiator))
         held = engine.handshaken(record, ctx.params, _answered_version(result))
+        if not isinstance(seams.held(ctx), Negotiation) and operations.clock() is not None:
+            # [metrics] the session's first handshake: timed from it until the connection closes
+            ended = partial(operations.session_ended, started, record.protocol_version)
+            seams.on_connection_close(ctx, partial(ended, http=record.transport == "http"))
         _hold(ctx, seams.STATE_KEY, held.record)
         if engine.ucp is not None:
             _hold(ctx, seams.UCP_STATE_KEY, held.ucp_default)
@@ -273,3 +293,55 @@ def _answered_version(result: HandlerResult) -> object:
     if isinstance(result, Mapping):
         return result.get("protocolVersion")
     return getattr(result, "protocol_version", None)
+
+
+def _measure(
+    ctx: ServerRequestContext[Any, Any], started: float, result: object, error: BaseException | None
+) -> None:
+    """[metrics] One answered message in `mcp.server.operation.duration` (`otel.metrics`): its
+    JSON-RPC error code as the SDK answers it, or a failure without one; none for a request the
+    SDK made itself (`seams.served_for_another`), which no client sent. Never raises."""
+    try:
+        scope = http_scope(ctx.request)
+        if scope is not None and seams.served_for_another(ctx.method, http_headers(scope)[1]):
+            return
+        code = failure = None
+        if isinstance(error, MCPError):
+            code = error.error.code
+        elif isinstance(error, ValidationError):  # the SDK answers it as invalid params
+            code = INVALID_PARAMS
+        elif error is not None:
+            failure = type(error).__qualname__
+        elif ctx.method == "tools/call" and _is_tool_error(result):
+            failure = TOOL_ERROR
+        params = ctx.params
+        operations.operation(
+            started,
+            ctx.method,
+            ctx.protocol_version,
+            _transport(ctx, scope),
+            target=params.get("name") if isinstance(params, Mapping) else None,
+            code=code,
+            error=failure,
+            http_version=scope.get("http_version") if scope is not None else None,
+        )
+    except Exception as problem:
+        report(logging.ERROR, "mcp_negotiation: telemetry failed (ignored)", exc=problem)
+
+
+def _transport(ctx: ServerRequestContext[Any, Any], scope: Mapping[str, Any] | None) -> Transport:
+    """A message's transport, as `_inbound` finds it (without reading its headers)."""
+    kind = seams.transport_kind(ctx)
+    if kind == seams.DIRECT_KIND:
+        return "memory"
+    if scope is not None or kind == seams.HTTP_KIND:
+        return "http"
+    return "stdio" if on_stdio.get() else "memory"
+
+
+def _is_tool_error(result: object) -> bool:
+    """Whether a `tools/call` result reaches the wire as an error result, as the SDK's own
+    span tells it: the model, or its camelCase dict."""
+    if isinstance(result, CallToolResult):
+        return result.is_error is True
+    return isinstance(result, Mapping) and result.get("isError") is True
