@@ -207,10 +207,9 @@ def instruments() -> _Instruments | None:
     return bound
 
 
-def clock() -> float | None:
-    """When a message arrived, for `operation` (and a session, for `session_ended`); None
-    while no `MeterProvider` is configured, when the caller skips measuring altogether."""
-    return None if _provider_now() is None else time.perf_counter()
+clock: Final[Callable[[], float | None]] = otel_seam.metrics_clock()
+"""When a message arrived, for `operation` (and a session, for `session_ended`); None while
+no `MeterProvider` is configured, when the caller skips measuring altogether."""
 
 
 def operation(

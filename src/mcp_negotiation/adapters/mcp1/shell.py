@@ -20,6 +20,7 @@ were not passed to `negotiate` (or built while `instrument` was active).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import time
@@ -153,9 +154,10 @@ class _SessionClock:
 
 
 _session_clock: ContextVar[_SessionClock | None] = ContextVar("mcp_negotiation.v1_session", default=None)
-_timed: weakref.WeakKeyDictionary[Any, tuple[float, str, Any, Any]] = weakref.WeakKeyDictionary()
-"""[metrics] Per request being answered (by its `RequestResponder`): when it came, its method,
-its tool or prompt name, and its session."""
+_TIMED: Final = "_mcp_negotiation_timed"
+"""[metrics] Where a request's `RequestResponder` holds, while it is answered, when it came,
+its method, its tool or prompt name (an `initialize`'s revision asked), and its session: on
+the responder itself, read with one attribute lookup as every response goes out."""
 
 
 def _on_received_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -163,8 +165,10 @@ def _on_received_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) ->
     responder = args[0] if args else kwargs.get("responder")
     request: Any = getattr(getattr(responder, "request", None), "root", None)
     if holder is not None and (started := operations.clock()) is not None:  # [metrics]
-        target = getattr(getattr(request, "params", None), "name", None)
-        _timed[responder] = (started, getattr(request, "method", ""), target, instance)
+        params = getattr(request, "params", None)
+        target = getattr(params, "name", None) or getattr(params, "protocolVersion", None)
+        with contextlib.suppress(AttributeError, TypeError):  # a slotted responder: untimed
+            setattr(responder, _TIMED, (started, getattr(request, "method", ""), target, instance))
     if holder is None or type(request).__name__ != "InitializeRequest":
         return wrapped(*args, **kwargs)
     return _initialize(holder, instance, responder, request.params, wrapped(*args, **kwargs))
@@ -351,13 +355,15 @@ def _listing_owner(server: Any) -> Any:
 
 def _measure(responder: Any, response: Any) -> None:
     """[metrics] A request timed as it came (`_on_received_request`), answered with `response`,
-    in `mcp.server.operation.duration`, at the revision its session agreed (else the one it
-    was served at, as `_handle` finds it). Never raises."""
-    timed = _timed.pop(responder, None)
+    in `mcp.server.operation.duration`, at the revision its session agreed (an `initialize`'s
+    answer names it; else the one it was served at, as `_handle` finds it). Never raises."""
+    timed = getattr(responder, _TIMED, None)
     if timed is None:
         return
+    delattr(responder, _TIMED)  # (a responder answers once; this keeps a second answer untimed)
+    started, method, target, session = timed
     try:
-        _answered(*timed, responder, response)
+        _answered(started, method, target, session, responder, response)
     except Exception as problem:
         report(logging.ERROR, "mcp_negotiation: telemetry failed (ignored)", exc=problem)
 
@@ -366,6 +372,9 @@ def _answered(started: float, method: str, target: Any, session: Any, responder:
     http_request = _http_request(responder)
     kept = _records.get(session)
     revision = kept.protocol_version if type(kept) is Negotiation else None
+    if method == "initialize":  # answered before its record is kept: the answer, else the ask
+        revision = getattr(getattr(response, "root", None), "protocolVersion", None) or target
+        target = None
     headers = getattr(http_request, "headers", None) or {}
     revision = revision or headers.get("mcp-protocol-version") or _UNANNOUNCED_REVISION
     code = error = None

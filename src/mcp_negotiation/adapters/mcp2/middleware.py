@@ -296,7 +296,7 @@ def _answered_version(result: HandlerResult) -> object:
 
 
 def _measure(
-    ctx: ServerRequestContext[Any, Any], started: float, result: object, error: BaseException | None
+    ctx: ServerRequestContext[Any, Any], started: float, result: HandlerResult, error: BaseException | None
 ) -> None:
     """[metrics] One answered message in `mcp.server.operation.duration` (`otel.metrics`): its
     JSON-RPC error code as the SDK answers it, or a failure without one; none for a request the
@@ -315,10 +315,14 @@ def _measure(
         elif ctx.method == "tools/call" and _is_tool_error(result):
             failure = TOOL_ERROR
         params = ctx.params
+        revision: object = ctx.protocol_version
+        if ctx.method == "initialize":  # the SDK's seed until it answers: the answer, else the ask
+            revision = _answered_version(result) if result is not None else None
+            revision = revision or (params.get("protocolVersion") if isinstance(params, Mapping) else None)
         operations.operation(
             started,
             ctx.method,
-            ctx.protocol_version,
+            revision,
             _transport(ctx, scope),
             target=params.get("name") if isinstance(params, Mapping) else None,
             code=code,
