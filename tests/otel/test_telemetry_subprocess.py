@@ -56,15 +56,21 @@ from mcp.shared.exceptions import MCPError
 from opentelemetry import trace
 
 from mcp_negotiation import Policy
+from mcp_negotiation.otel import metrics as otel_metrics
 from mcp_negotiation.otel import spans as telemetry
 from mcp_negotiation.tools.demo import build
 
-if sys.argv[1:] == ["--sdk"]:  # the control run: with a provider, attributes are built
+if sys.argv[1:] == ["--sdk"]:  # the control run: with providers, attributes are built, requests timed
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
     trace.set_tracer_provider(TracerProvider())
+    metrics.set_meter_provider(MeterProvider())
 
 calls = []
+operations = []
 real = telemetry.span_attributes
+real_operation = otel_metrics.operation
 
 
 def counting(*args, **kwargs):
@@ -72,7 +78,13 @@ def counting(*args, **kwargs):
     return real(*args, **kwargs)
 
 
+def counting_operations(*args, **kwargs):
+    operations.append(args[1])
+    return real_operation(*args, **kwargs)
+
+
 telemetry.span_attributes = counting
+otel_metrics.operation = counting_operations
 
 
 async def main():
@@ -91,6 +103,9 @@ async def main():
     seen["recording"] = span.is_recording()
     span.end()
     seen["span_attributes_calls"] = len(calls)
+    seen["operations_measured"] = len(operations)
+    seen["clock"] = otel_metrics.clock()
+    seen["instruments"] = otel_metrics.instruments() is not None
     seen["provider"] = type(trace.get_tracer_provider()).__name__
     print("RESULT " + json.dumps(seen))
 
@@ -100,7 +115,7 @@ anyio.run(main)
 
 
 @pytest.mark.parametrize("sdk", [False, True], ids=["no-sdk", "control-with-sdk"])
-def test_without_an_sdk_requests_are_served_and_no_attributes_are_built(tmp_path: Path, sdk: bool) -> None:
+def test_without_an_sdk_requests_are_served_and_nothing_is_built_or_timed(tmp_path: Path, sdk: bool) -> None:
     script = tmp_path / "no_sdk.py"
     script.write_text(NO_SDK, encoding="utf-8")
     seen = _result(_run([PYTHON, str(script), *(["--sdk"] if sdk else [])]).stdout)
@@ -110,9 +125,15 @@ def test_without_an_sdk_requests_are_served_and_no_attributes_are_built(tmp_path
     assert seen["recording"] is sdk
     if sdk:
         assert seen["span_attributes_calls"] >= 2  # the same flow builds them when recorded
+        assert seen["operations_measured"] >= 3  # and times every request
+        assert seen["instruments"] is True
     else:
         assert seen["provider"] == "ProxyTracerProvider"
         assert seen["span_attributes_calls"] == 0
+        # No MeterProvider: no request timed, no instrument made, the clock says so.
+        assert seen["operations_measured"] == 0
+        assert seen["instruments"] is False
+        assert seen["clock"] is None
 
 
 def test_the_package_does_not_need_opentelemetry_instrumentation() -> None:

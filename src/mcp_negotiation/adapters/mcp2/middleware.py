@@ -191,7 +191,8 @@ class NegotiationMiddleware:
         engine = self.engine
         result = await _publish(ctx, call_next, (record, engine.negotiator))
         held = engine.handshaken(record, ctx.params, _answered_version(result))
-        if not isinstance(seams.held(ctx), Negotiation) and operations.clock() is not None:
+        stateless = record.transport == "http" and not seams.session_id(ctx)  # a POST of its own
+        if not stateless and not isinstance(seams.held(ctx), Negotiation) and operations.clock() is not None:
             # [metrics] the session's first handshake: timed from it until the connection closes
             ended = partial(operations.session_ended, started, record.protocol_version)
             seams.on_connection_close(ctx, partial(ended, http=record.transport == "http"))
