@@ -10,7 +10,6 @@ bounded sets only. The conventions' own names and levels: `test_semconv.py`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from datetime import date
 from typing import Any
 
@@ -31,28 +30,13 @@ from support.metrics_data import (
     NEGOTIATIONS,
     OPERATION,
     SESSION,
-    Otel,
     delta,
-    providers,
     snapshot,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
 MODERN = "2026-07-28"
-
-
-@pytest.fixture(scope="module")
-def otel() -> Iterator[Otel]:
-    with providers() as found:
-        yield found
-
-
-@pytest.fixture
-def reader(otel: Otel) -> InMemoryMetricReader:
-    if otel.reader is None:
-        pytest.skip("another test module installed the global MeterProvider first")
-    return otel.reader
 
 
 def _points(moved: Counter[Any]) -> list[tuple[dict[str, Any], int]]:

@@ -10,7 +10,6 @@ which must, and which never do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import mcp_types as types
@@ -24,7 +23,6 @@ from mcp_negotiation import Policy
 from mcp_negotiation.otel import semconv
 from mcp_negotiation.tools.demo import build
 from support.harness import RawRequest, legacy_session, open_streams
-from support.metrics_data import Otel, providers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -83,19 +81,6 @@ def test_the_module_states_the_conventions(name: str, table: tuple[semconv.Attri
     assert wanted["buckets"] == semconv.BUCKETS
     for level in ("required", "conditionally_required", "recommended", "opt_in"):
         assert {a.name for a in table if a.level == level} == wanted[level], level
-
-
-@pytest.fixture(scope="module")
-def otel() -> Iterator[Otel]:
-    with providers() as found:
-        yield found
-
-
-@pytest.fixture
-def reader(otel: Otel) -> InMemoryMetricReader:
-    if otel.reader is None:
-        pytest.skip("another test module installed the global MeterProvider first")
-    return otel.reader
 
 
 async def _traffic() -> None:

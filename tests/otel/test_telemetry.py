@@ -1,7 +1,7 @@
 """`capability_negotiated` spans, events and metrics, read back from the OpenTelemetry SDK.
 
-The SDK's global providers can be set once per process, so one session fixture installs
-a `TracerProvider` (with an `InMemorySpanExporter`) and a `MeterProvider` (with an
+The SDK's global providers can be set once per process (conftest.py's fixtures install a
+`TracerProvider` with this module's `InMemorySpanExporter`, and a `MeterProvider` with an
 `InMemoryMetricReader`); each test clears the exporter and compares metric snapshots.
 Servers run in memory (legacy JSON-RPC, modern direct and modern JSON-RPC), behind a
 real uvicorn on loopback (sharing the providers), and as a stdio subprocess whose own
@@ -56,9 +56,7 @@ from support.metrics_data import (
     OPERATION,
     OUTCOME_REFUSED,
     REFUSALS,
-    Otel,
     delta,
-    providers,
     snapshot,
 )
 
@@ -73,30 +71,6 @@ CAPS = {
 CAPS_NAMES = ("elicitation", "roots", "roots.listChanged", "sampling", "x-vendor", "x-vendor.deep")
 TRANSPORT = {"memory": "inproc", "memory-direct": "inproc", "memory-jsonrpc": "inproc", "http": "tcp"}
 TRANSPORT["http-stateless"] = "tcp"
-
-
-# ---------------------------------------------------------------------------------------
-# Providers, once per session
-
-
-@pytest.fixture(scope="module")
-def otel() -> Iterator[Otel]:
-    """The global providers, with this module's exporter (see `support.metrics_data.providers`)."""
-    with providers() as found:
-        yield found
-
-
-@pytest.fixture
-def spans(otel: Otel) -> InMemorySpanExporter:
-    otel.exporter.clear()
-    return otel.exporter
-
-
-@pytest.fixture
-def reader(otel: Otel) -> InMemoryMetricReader:
-    if otel.reader is None:
-        pytest.skip("another test module installed the global MeterProvider first")
-    return otel.reader
 
 
 # ---------------------------------------------------------------------------------------
