@@ -42,8 +42,9 @@ BUILT_ON_SDK = ("mcp-server-time", "mcp-server-git")
 LOCKS = "locks"
 """The locks: `main.txt` for every session but the matrix rows, `matrix-<row>.txt` for each row,
 `dev.txt` for dev.py's `.venv`. Each is `uv pip compile --universal` output for Python 3.11+."""
-SERVICES = ("haproxy", "redis-server")
-"""What the fleet tests and benchmarks start, each a program and the Debian package that has it."""
+SERVICES = ("haproxy", "redis-server", "prometheus")
+"""What the fleet tests, the Prometheus test and the benchmarks start, each a program and the
+Debian package that has it."""
 
 os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
 """Sessions' packages are compiled as they are installed: where PYTHONDONTWRITEBYTECODE is set
@@ -96,7 +97,7 @@ def _matrix_requirements(row: dict[str, Any]) -> list[str]:
 
 
 def _install_services(session: nox.Session) -> None:
-    """Install haproxy and redis-server from Debian's packages when missing (a fresh machine).
+    """Install the `SERVICES` from Debian's packages when missing (a fresh machine).
 
     Only as root with apt-get; elsewhere it says so, and the tests that need them skip.
     """

@@ -265,6 +265,92 @@ def test_opentelemetry_instrument_can_disable_us(tmp_path: Path) -> None:
     assert "capability_negotiated" not in names  # ... ours are not
 
 
+OPERATIONS = "mcp_server_operation_duration_seconds_count{"
+"""Prometheus's name for the count of `mcp.server.operation.duration`."""
+ZERO_CODE_METRICS = r"""
+import os, urllib.request
+
+import anyio
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("never-negotiated-by-this-code")
+
+
+@server.tool()
+async def ping() -> str:
+    return "pong"
+
+
+async def main() -> None:
+    for mode in ("legacy", "2026-07-28"):
+        async with Client(server, mode=mode) as client:
+            await client.call_tool("ping", {})
+    url = f"http://127.0.0.1:{os.environ['OTEL_EXPORTER_PROMETHEUS_PORT']}/metrics"
+    print(urllib.request.urlopen(url, timeout=30).read().decode())  # what Prometheus would scrape
+
+
+anyio.run(main)
+"""
+
+
+def test_opentelemetry_instrument_switches_the_metrics_on(tmp_path: Path) -> None:
+    """Zero code: the launcher configures a MeterProvider with the Prometheus exporter (every
+    signal named, as a stdio server needs: docs/telemetry.md), and the metrics are there."""
+    from support.services import free_port
+
+    script = tmp_path / "server.py"
+    script.write_text(ZERO_CODE_METRICS, encoding="utf-8")
+    argv = [str(INSTRUMENT), "--traces_exporter", "none", "--metrics_exporter", "prometheus"]
+    done = _run(
+        [*argv, "--logs_exporter", "none", PYTHON, str(script)],
+        OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
+        OTEL_EXPORTER_PROMETHEUS_PORT=str(free_port()),
+    )
+    lines = done.stdout.splitlines()
+    calls = [line for line in lines if line.startswith(OPERATIONS) and 'mcp_method_name="tools/call"' in line]
+    revisions = {line.split('mcp_protocol_version="')[1].split('"')[0] for line in calls}
+    assert revisions == {"2025-11-25", "2026-07-28"}
+    assert 'gen_ai_tool_name="ping"' in calls[0]
+    assert any(line.startswith("mcp_negotiation_negotiations_total{") for line in lines)
+    assert any(line.startswith("mcp_server_session_duration_seconds_count{") for line in lines)
+
+
+def test_the_prometheus_example_serves_its_metrics() -> None:
+    """`examples/prometheus_metrics.py`, as a subprocess: MCP over HTTP, metrics beside it."""
+    import anyio
+    import httpx2
+    from mcp import Client
+
+    from support.services import stop_process
+
+    example = [PYTHON, str(ROOT / "examples" / "prometheus_metrics.py"), "--port", "0", "--metrics-port", "0"]
+    process = subprocess.Popen(example, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline().split()
+        assert ready[0] == "READY", ready
+        mcp_url, metrics_url = f"http://127.0.0.1:{ready[1]}/mcp", f"http://127.0.0.1:{ready[2]}/metrics"
+
+        async def call() -> str:
+            async with Client(mcp_url, mode="2026-07-28") as client:
+                result = await client.call_tool("revision", {})
+            async with httpx2.AsyncClient(timeout=30) as http:
+                scraped = await http.get(metrics_url)
+            return str(getattr(result.content[0], "text", "")) + "\n" + scraped.text
+
+        text = anyio.run(call)
+    finally:
+        stop_process(process)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert text.startswith("2026-07-28\n")
+    (line,) = [line for line in text.splitlines() if line.startswith(OPERATIONS) and '"tools/call"' in line]
+    labels = ('mcp_protocol_version="2026-07-28"', 'network_transport="tcp"', 'network_protocol_name="http"')
+    assert all(label in line for label in labels)
+    assert 'service_name="shop"' in text  # the resource, as target_info
+
+
 # ---------------------------------------------------------------------------------------
 # The example and the docs picture
 
