@@ -1335,7 +1335,6 @@ async def steps_child(key: str) -> None:
                 parent = telemetry.SPAN_SOURCE[0].get().get(telemetry.SPAN_SOURCE[1])
                 if parent is not None and type(parent) is not NonRecordingSpan and parent.is_recording():
                     otel_seam.link_appender(type(parent))(parent, known.traced.link)
-            known.traced.count()
             entry = known.by_tool.get(params["name"]) or known.published
         else:
             if ctx.protocol_version in LEGACY_REVISIONS:
@@ -1974,9 +1973,10 @@ def render(
         "  published for it before in the middleware's memo; a legacy request reads the",
         "  connection's record, on every transport. The record is published in a",
         "  ContextVar. The first request with an envelope (and the first legacy call with a UCP",
-        "  agreement) emits a `capability_negotiated` span, an event and a histogram point; each",
-        "  repeat adds one to an in-process tally (one C call; the counter is asynchronous) and, when",
-        "  an SDK records the request's span, a link from it to that first span. A repeated UCP call",
+        "  agreement) emits a `capability_negotiated` span, an event and its metrics; each repeat,",
+        "  when an SDK records the request's span, gets a link from it to that first span, and with",
+        "  a MeterProvider every request is timed (`mcp.server.operation.duration`; without one, a",
+        "  read of the API's global provider). A repeated UCP call",
         "  also finds its profile URL in its arguments, looks up its scoped record per (record, URL,",
         "  and over HTTP the raw `UCP-Agent` header, checked once to name the same URL)",
         "  and asks the resolver whether that profile is still the one it serves (`fresh`, no I/O),",
