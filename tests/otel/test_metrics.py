@@ -17,13 +17,22 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client._memory import InMemoryTransport
+from mcp.client.session import ClientSession
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from mcp_negotiation import Policy
 from mcp_negotiation.otel import metrics as otel_metrics
 from mcp_negotiation.tools.demo import build
-from support.harness import legacy_session, open_streams, serve_http, structured
+from support.harness import (
+    RawRequest,
+    initialize_params,
+    legacy_session,
+    open_streams,
+    serve_http,
+    structured,
+)
 from support.metrics_data import (
     DEGRADED,
     DEPRECATION_HITS,
@@ -221,3 +230,24 @@ async def test_a_client_is_named_only_where_the_policy_opted_in(
         await client.list_tools()
     (negotiation,) = _points(delta(before, snapshot(reader), NEGOTIATIONS))
     assert negotiation[0].get("mcp.negotiation.client.name") == ("named-client" if opted_in else None)
+
+
+async def test_an_initialize_is_timed_at_the_revision_answered_not_the_sdks_seed(
+    reader: InMemoryMetricReader,
+) -> None:
+    """The SDK serves an `initialize` at its seed (2025-11-25) until it answers: the operation
+    records the revision answered, or, refused, the one asked."""
+    before = snapshot(reader)
+    async with open_streams("memory", build()) as streams, legacy_session(streams, "2025-03-26"):
+        pass
+    refusing = build(Policy(required_capabilities=("sampling",)))
+    async with open_streams("memory", refusing) as streams, ClientSession(streams[0], streams[1]) as session:
+        handshake = RawRequest(method="initialize", params=initialize_params("2025-06-18", {}))
+        with pytest.raises(MCPError):
+            await session.send_request(handshake, types.InitializeResult)
+    handshakes = sorted(
+        (labels["mcp.protocol.version"], labels.get("error.type"), count)
+        for labels, count in _points(delta(before, snapshot(reader), OPERATION))
+        if labels["mcp.method.name"] == "initialize"
+    )
+    assert handshakes == [("2025-03-26", None, 1), ("2025-06-18", "-32021", 1)]

@@ -98,7 +98,10 @@ async def test_a_refused_handshake_is_an_operation_with_its_code(reader: InMemor
             await client.send_request(types.ClientRequest(request), types.InitializeResult)
     assert refused.value.error.code == -32021
     after = snapshot(reader)
-    assert _operations(delta(before, after, OPERATION)) == {("initialize", "-32021"): 1}
+    operations = delta(before, after, OPERATION)
+    assert _operations(operations) == {("initialize", "-32021"): 1}
+    # Nothing was agreed: the revision asked for, not the SDK's default.
+    assert {dict(labels)["mcp.protocol.version"] for labels in operations} == {"2025-06-18"}
     (refusal,) = delta(before, after, REFUSALS)
     assert dict(refusal)["error.type"] == "-32021"
     assert not delta(before, after, SESSION)  # no session was agreed
