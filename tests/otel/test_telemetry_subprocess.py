@@ -316,6 +316,54 @@ def test_opentelemetry_instrument_switches_the_metrics_on(tmp_path: Path) -> Non
     assert any(line.startswith("mcp_server_session_duration_seconds_count{") for line in lines)
 
 
+STDIO_SERVER = r"""
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("stdio-under-the-launcher")
+
+
+@server.tool()
+async def ping() -> str:
+    return "pong"
+
+
+server.run("stdio")
+"""
+
+
+def test_a_stdio_server_under_the_launcher_times_its_requests_over_the_pipe(tmp_path: Path) -> None:
+    """Zero code over stdio: the JSON-RPC channel stays clean, the metrics say `pipe`."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from support.services import free_port
+
+    script = tmp_path / "server.py"
+    script.write_text(STDIO_SERVER, encoding="utf-8")
+    port = free_port()
+    signals = ["--traces_exporter", "none", "--metrics_exporter", "prometheus", "--logs_exporter", "none"]
+    params = StdioServerParameters(
+        command=str(INSTRUMENT),
+        args=[*signals, PYTHON, str(script)],
+        cwd=str(ROOT),
+        env=_env(OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1", OTEL_EXPORTER_PROMETHEUS_PORT=str(port)),
+    )
+
+    async def call() -> str:
+        async with Client(params, mode="2026-07-28") as client:
+            result = await client.call_tool("ping", {})
+            assert getattr(result.content[0], "text", None) == "pong"
+            async with httpx2.AsyncClient(timeout=30) as http:
+                return (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+
+    text = anyio.run(call)
+    (line,) = [line for line in text.splitlines() if line.startswith(OPERATIONS) and '"tools/call"' in line]
+    assert 'network_transport="pipe"' in line
+    assert 'mcp_protocol_version="2026-07-28"' in line
+
+
 def test_the_prometheus_example_serves_its_metrics() -> None:
     """`examples/prometheus_metrics.py`, as a subprocess: MCP over HTTP, metrics beside it."""
     import anyio
