@@ -42,9 +42,9 @@ BUILT_ON_SDK = ("mcp-server-time", "mcp-server-git")
 LOCKS = "locks"
 """The locks: `main.txt` for every session but the matrix rows, `matrix-<row>.txt` for each row,
 `dev.txt` for dev.py's `.venv`. Each is `uv pip compile --universal` output for Python 3.11+."""
-SERVICES = ("haproxy", "redis-server", "valgrind")
-"""What the fleet tests and the benchmarks run (valgrind: the instruction guard), each a program and
-the Debian package that has it."""
+SERVICES = ("haproxy", "redis-server", "prometheus", "valgrind")
+"""What the fleet tests, the Prometheus test and the benchmarks run (valgrind: the instruction
+guard), each a program and the Debian package that has it."""
 
 os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
 """Sessions' packages are compiled as they are installed: where PYTHONDONTWRITEBYTECODE is set

@@ -31,6 +31,8 @@ WIDTH = MARGIN * 2 + LABEL_WIDTH + BAR_WIDTH + NOTE_WIDTH
 COLOURS = {"CLIENT": "#4c78a8", "SERVER": "#54a24b", "INTERNAL": "#9d9d9d"}
 NEGOTIATED = "#f58518"
 REFUSED = "#e45756"
+REQUEST_KEYS = ("mcp.protocol.version", "error.type")
+"""What the SDK's SERVER span says of the request (ours does not repeat it)."""
 NOTE_KEYS = (
     "mcp.negotiation.era",
     "mcp.protocol.version",
@@ -80,8 +82,17 @@ def _rows(spans: Sequence[Any]) -> list[tuple[Any, int]]:
     return rows
 
 
-def _note(span: Any) -> str:
-    attributes = span.attributes or {}
+def _parent(span: Any, spans: Sequence[Any]) -> Any:
+    parent = span.parent.span_id if span.parent is not None else None
+    return next((s for s in spans if s.context.span_id == parent), None)
+
+
+def _note(span: Any, spans: Sequence[Any]) -> str:
+    """Our span's story: its own attributes, with the request's (its revision, an error) from
+    the SDK's SERVER span it sits under, which holds them."""
+    parent = _parent(span, spans)
+    request = dict(parent.attributes or {}) if parent is not None and parent.kind.name == "SERVER" else {}
+    attributes = {**{key: request[key] for key in REQUEST_KEYS if key in request}, **(span.attributes or {})}
     parts = [str(attributes[key]) for key in NOTE_KEYS if key in attributes]
     caps = attributes.get("mcp.negotiation.client_capabilities")
     if caps:
@@ -150,7 +161,7 @@ def render(spans: Sequence[Any]) -> str:
                     f'<path d="M{ex:.1f} {y + 2} l5 9 l-5 9 l-5 -9 z" class="event">'
                     f"<title>event {escape(event.name)}</title></path>"
                 )
-            note = _note(span) if span.name == "capability_negotiated" else _links(span, group)
+            note = _note(span, group) if span.name == "capability_negotiated" else _links(span, group)
             if note:
                 body.append(
                     f'<text x="{x0 + BAR_WIDTH + 10}" y="{y + 15}" class="note">{escape(note)}</text>'

@@ -1,7 +1,7 @@
 """`capability_negotiated` spans, events and metrics, read back from the OpenTelemetry SDK.
 
-The SDK's global providers can be set once per process, so one session fixture installs
-a `TracerProvider` (with an `InMemorySpanExporter`) and a `MeterProvider` (with an
+The SDK's global providers can be set once per process (conftest.py's fixtures install a
+`TracerProvider` with this module's `InMemorySpanExporter`, and a `MeterProvider` with an
 `InMemoryMetricReader`); each test clears the exporter and compares metric snapshots.
 Servers run in memory (legacy JSON-RPC, modern direct and modern JSON-RPC), behind a
 real uvicorn on loopback (sharing the providers), and as a stdio subprocess whose own
@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,17 +28,16 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from mcp_negotiation import Policy, negotiate
 from mcp_negotiation.core.negotiation import Negotiator
 from mcp_negotiation.core.outcome import Known
+from mcp_negotiation.otel import metrics as otel_metrics
 from mcp_negotiation.otel import seam as otel_seam
 from mcp_negotiation.otel import spans as telemetry
 from mcp_negotiation.otel.spans import MAX_LIST, SPAN_NAME, span_attributes
@@ -52,6 +51,15 @@ from support.harness import (
     serve_http,
     structured,
 )
+from support.metrics_data import (
+    DURATION,
+    NEGOTIATIONS,
+    OPERATION,
+    OUTCOME_REFUSED,
+    REFUSALS,
+    delta,
+    snapshot,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -64,54 +72,6 @@ CAPS = {
 CAPS_NAMES = ("elicitation", "roots", "roots.listChanged", "sampling", "x-vendor", "x-vendor.deep")
 TRANSPORT = {"memory": "inproc", "memory-direct": "inproc", "memory-jsonrpc": "inproc", "http": "tcp"}
 TRANSPORT["http-stateless"] = "tcp"
-LABEL_KEYS = frozenset({"mcp.negotiation.era", "mcp.protocol.version", "mcp.negotiation.outcome"})
-
-
-# ---------------------------------------------------------------------------------------
-# Providers, once per session
-
-
-@dataclass
-class Otel:
-    exporter: InMemorySpanExporter
-    reader: InMemoryMetricReader | None
-
-
-@pytest.fixture(scope="module")
-def otel() -> Iterator[Otel]:
-    """The global providers (installed once per process), with this module's exporter, which
-    stops keeping spans when the module ends: the tests after it in the process (the byte
-    bounds' among them) must not find every span they make still held in memory."""
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        trace.set_tracer_provider(TracerProvider())
-        provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider), "another global TracerProvider is installed"
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reader: InMemoryMetricReader | None = getattr(
-        metrics.get_meter_provider(), "_mcp_negotiation_reader", None
-    )
-    if reader is None and not isinstance(metrics.get_meter_provider(), MeterProvider):
-        reader = InMemoryMetricReader()
-        meter_provider = MeterProvider(metric_readers=[reader])
-        meter_provider._mcp_negotiation_reader = reader  # type: ignore[attr-defined]
-        metrics.set_meter_provider(meter_provider)
-    yield Otel(exporter, reader)
-    exporter.shutdown()
-
-
-@pytest.fixture
-def spans(otel: Otel) -> InMemorySpanExporter:
-    otel.exporter.clear()
-    return otel.exporter
-
-
-@pytest.fixture
-def reader(otel: Otel) -> InMemoryMetricReader:
-    if otel.reader is None:
-        pytest.skip("another test module installed the global MeterProvider first")
-    return otel.reader
 
 
 # ---------------------------------------------------------------------------------------
@@ -135,6 +95,22 @@ def events_named(span: ReadableSpan, name: str) -> list[Any]:
 
 def attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
+
+
+REQUEST_KEYS = ("mcp.method.name", "mcp.protocol.version", "error.type")
+"""What describes a request: the SDK's SERVER span holds it, ours only where there is none."""
+
+
+def story(span: ReadableSpan, finished: Sequence[ReadableSpan]) -> dict[str, Any]:
+    """What a negotiation's trace says of it: our span's attributes, with the request's own
+    from the SDK SERVER span it sits under, which never repeats one of ours."""
+    own = attrs(span)
+    parents = [s for s in finished if span.parent is not None and s.context.span_id == span.parent.span_id]
+    if not parents or parents[0].kind is not SpanKind.SERVER or "mcp.method.name" not in attrs(parents[0]):
+        return own
+    server = attrs(parents[0])
+    assert not set(own) & set(server), f"on both spans: {sorted(set(own) & set(server))}"
+    return {**own, **{key: server[key] for key in REQUEST_KEYS if key in server}}
 
 
 @contextmanager
@@ -176,7 +152,7 @@ def _assert_is_child_of_server_span(span: ReadableSpan, finished: Sequence[Reada
     assert server_span.kind is SpanKind.SERVER
     assert server_span.context.trace_id == span.context.trace_id
     assert server_span.attributes is not None
-    assert server_span.attributes["mcp.method.name"] == attrs(span)["mcp.method.name"]
+    assert not set(REQUEST_KEYS) & set(attrs(span))  # the server span's to hold
     (event,) = events_named(server_span, SPAN_NAME)
     assert dict(event.attributes or {}) == attrs(span)
     return server_span
@@ -202,10 +178,10 @@ async def test_legacy_records_one_span_per_initialize(spans: InMemorySpanExporte
             await session.list_tools()
     finished = spans.get_finished_spans()
     ours = named(finished, SPAN_NAME)
-    (span,) = [s for s in ours if attrs(s)["mcp.method.name"] == "initialize"]
+    (span,) = [s for s in ours if story(s, finished)["mcp.method.name"] == "initialize"]
     # A session's later requests are not negotiated again. Without one (stateless), each POST
     # is: once, with its repeats linked (see test_legacy_stateless_requests_are_counted_each).
-    later = [attrs(s)["mcp.method.name"] for s in ours if s is not span]
+    later = [story(s, finished)["mcp.method.name"] for s in ours if s is not span]
     assert later == (["tools/call"] if kind == "http-stateless" else [])
     server_span = _assert_is_child_of_server_span(span, finished)
     assert server_span.name == "initialize"
@@ -227,7 +203,7 @@ async def test_legacy_records_one_span_per_initialize(spans: InMemorySpanExporte
         assert isinstance(seen["session_id"], str)
         assert seen["session_id"]
         expected["mcp.session.id"] = seen["session_id"]
-    assert attrs(span) == expected
+    assert story(span, finished) == expected
     # The SDK's own initialize span is corrected from its seed (2025-11-25) to the agreed one.
     assert attrs(server_span)["mcp.protocol.version"] == "2025-06-18"
     assert span.status.status_code is StatusCode.UNSET
@@ -253,7 +229,7 @@ async def test_counter_offer_records_the_agreed_revision(spans: InMemorySpanExpo
     finished = spans.get_finished_spans()
     (span,) = named(finished, SPAN_NAME)
     server_span = _assert_is_child_of_server_span(span, finished)
-    assert attrs(span)["mcp.protocol.version"] == "2025-11-25"
+    assert story(span, finished)["mcp.protocol.version"] == "2025-11-25"
     assert attrs(span)["mcp.negotiation.requested_version"] == "2025-03-26"
     assert attrs(span)["mcp.negotiation.outcome"] == "counter_offered"
     assert attrs(server_span)["mcp.protocol.version"] == "2025-11-25"
@@ -304,7 +280,7 @@ async def test_modern_traces_an_envelope_once_and_links_its_repeats(
     finished = spans.get_finished_spans()
     (ours,) = named(finished, SPAN_NAME)  # every request carried the same envelope
     negotiating = _check_trace_context(kind, ours, finished)
-    assert attrs(ours) == _modern_span_attributes(kind, attrs(negotiating)["mcp.method.name"])
+    assert story(ours, finished) == _modern_span_attributes(kind, attrs(negotiating)["mcp.method.name"])
     assert len(events_named(negotiating, SPAN_NAME)) == 1
     repeats = [s for s in finished if s.kind is SpanKind.SERVER and s is not negotiating]
     assert {attrs(s)["mcp.method.name"] for s in repeats} >= {"tools/call", "tools/list"}
@@ -332,8 +308,8 @@ async def test_trace_every_request_gives_each_request_its_span(
     assert not any(span.links for span in server_spans)
     for span in ours:
         server_span = _check_trace_context(kind, span, finished)
-        assert attrs(span) == _modern_span_attributes(kind, attrs(server_span)["mcp.method.name"])
-    assert {attrs(span)["mcp.method.name"] for span in ours} >= {"tools/call", "tools/list"}
+        assert story(span, finished) == _modern_span_attributes(kind, attrs(server_span)["mcp.method.name"])
+    assert {story(span, finished)["mcp.method.name"] for span in ours} >= {"tools/call", "tools/list"}
 
 
 async def test_a_new_envelope_is_a_new_negotiation(spans: InMemorySpanExporter) -> None:
@@ -373,7 +349,7 @@ def test_a_repeat_appends_the_very_link_the_sdks_add_link_builds(spans: InMemory
     tracer = trace.get_tracer("tests")
     negotiated = tracer.start_span("negotiated")
     negotiated.end()
-    built = telemetry.Traced(negotiated.get_span_context(), ("modern", "2026-07-28", "ok")).link
+    built = telemetry.Traced(negotiated.get_span_context()).link
     assert built is not None
     with tracer.start_as_current_span("by add_link") as public:
         public.add_link(negotiated.get_span_context())
@@ -480,37 +456,6 @@ async def test_an_envelope_first_served_unsampled_is_traced_once_a_request_recor
         assert [link.context.span_id for link in later.links] == [ours.context.span_id]
 
 
-def test_repeats_counted_from_many_threads_are_all_counted_once(reader: InMemoryMetricReader) -> None:
-    """The tallies behind `mcp.negotiation.count`: exact without a lock, and reading them is not counting."""
-    import threading
-
-    record = _known(
-        {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"x-threads": {}},
-        }
-    )
-    before = _points(reader, "mcp.negotiation.count")
-    telemetry.record_negotiation("tools/list", record, Policy(), 0.0)
-    traced = record.traced
-    assert traced is not None
-
-    def repeat() -> None:
-        for _ in range(2_000):
-            assert telemetry.repeated(traced)
-
-    threads = [threading.Thread(target=repeat) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    labels = _labels("modern", "2026-07-28", "accepted")
-    first = _count_delta(before, _points(reader, "mcp.negotiation.count"), "value")
-    again = _count_delta(before, _points(reader, "mcp.negotiation.count"), "value")
-    assert first[labels] == 1 + 4 * 2_000
-    assert again == first
-
-
 # ---------------------------------------------------------------------------------------
 # stdio: the server's spans are made in the child, which writes them to a file
 
@@ -584,9 +529,9 @@ async def test_stdio_legacy_span_joins_the_client_trace(
     assert initialize["kind"] == "SERVER"
     assert span["kind"] == "INTERNAL"
     assert span["attributes"]["network.transport"] == "pipe"
-    assert span["attributes"]["mcp.protocol.version"] == "2025-06-18"
     assert span["attributes"]["mcp.negotiation.client_capabilities"] == list(CAPS_NAMES)
     assert "mcp.session.id" not in span["attributes"]
+    assert not set(REQUEST_KEYS) & set(span["attributes"])  # the SDK's server span holds them
     assert initialize["attributes"]["mcp.protocol.version"] == "2025-06-18"
     assert [name for name, _ in initialize["events"]] == [SPAN_NAME]
     # Across the pipe: the child's server span is a child of this process's client span.
@@ -624,8 +569,9 @@ async def test_stdio_modern_span_per_request_and_refusal(
     accepted = [s for s in ours if s["attributes"]["mcp.negotiation.outcome"] == "accepted"]
     (refusal,) = [s for s in ours if s["attributes"]["mcp.negotiation.outcome"] == "refused"]
     assert accepted
-    assert all(s["attributes"]["mcp.protocol.version"] == "2026-07-28" for s in accepted)
-    assert refusal["attributes"]["error.type"] == "-32022"
+    assert {servers[s["parent_id"]]["attributes"]["mcp.protocol.version"] for s in accepted} == {"2026-07-28"}
+    assert servers[refusal["parent_id"]]["attributes"]["error.type"] == "-32022"
+    assert not any(set(REQUEST_KEYS) & set(s["attributes"]) for s in ours)
     assert refusal["status"] == "ERROR"
 
 
@@ -681,8 +627,9 @@ async def test_unsupported_revision_refusal_is_recorded(spans: InMemorySpanExpor
     finished = spans.get_finished_spans()
     (span,) = named(finished, SPAN_NAME)
     server_span = _assert_is_child_of_server_span(span, finished)
-    assert attrs(span) == {
+    assert story(span, finished) == {
         "mcp.method.name": "tools/call",
+        "mcp.protocol.version": "2026-07-28",  # the request's, as the SDK's span holds it
         "network.transport": TRANSPORT[kind],
         "mcp.negotiation.era": "modern",
         "mcp.negotiation.outcome": "refused",
@@ -718,16 +665,18 @@ async def test_missing_required_capability_refusal_is_recorded(spans: InMemorySp
     refused_spans = {
         attrs(s)["mcp.negotiation.era"]: s for s in ours if s.status.status_code is StatusCode.ERROR
     }
-    assert attrs(refused_spans["legacy"]) == {
+    assert story(refused_spans["legacy"], finished) == {
         "mcp.method.name": "initialize",
+        "mcp.protocol.version": "2025-11-25",  # the SDK's seed: nothing was agreed
         "network.transport": "inproc",
         "mcp.negotiation.era": "legacy",
         "mcp.negotiation.outcome": "refused",
         "mcp.negotiation.requested_version": "2025-11-25",
         "error.type": "-32021",
     }
-    assert attrs(refused_spans["modern"]) == {
+    assert story(refused_spans["modern"], finished) == {
         "mcp.method.name": "tools/call",
+        "mcp.protocol.version": "2026-07-28",
         "network.transport": "inproc",
         "mcp.negotiation.era": "modern",
         "mcp.negotiation.outcome": "refused",
@@ -736,7 +685,8 @@ async def test_missing_required_capability_refusal_is_recorded(spans: InMemorySp
     }
     for span in ours:
         _assert_is_child_of_server_span(span, finished)
-        assert ("error.type" in attrs(span)) is (attrs(span)["mcp.negotiation.outcome"] == "refused")
+        refused_here = attrs(span)["mcp.negotiation.outcome"] == "refused"
+        assert ("error.type" in story(span, finished)) is refused_here
 
 
 async def test_a_tool_level_refusal_is_not_a_negotiation_refusal(spans: InMemorySpanExporter) -> None:
@@ -769,20 +719,18 @@ def _huge_capabilities() -> dict[str, Any]:
 def test_lists_are_sorted_bounded_and_truncated() -> None:
     caps = _huge_capabilities()
     record = Negotiator(Policy()).initialize(initialize_params("2025-11-25", caps))
-    attributes = span_attributes("initialize", record, Policy(), None)
+    attributes = span_attributes(record, Policy())
     names = attributes["mcp.negotiation.client_capabilities"]
     assert len(names) == MAX_LIST
     assert names == sorted(names)
     assert names[:3] == ["cap001", "cap001.a", "cap001.b"]
     assert all(len(name) <= 128 for name in names)
     withheld = frozenset(f"feature{i:03d}" for i in range(100))
-    many = span_attributes(
-        "initialize", replace(record, withheld=withheld, degraded=withheld), Policy(), None
-    )
+    many = span_attributes(replace(record, withheld=withheld, degraded=withheld), Policy())
     for key in ("mcp.negotiation.withheld", "mcp.negotiation.degraded"):
         assert many[key] == sorted(withheld)[:MAX_LIST]
     # A modern request names its own method, which the SDK answers -32601 only after us.
-    assert span_attributes("x" * 9_000, record, Policy(), None)["mcp.method.name"] == "x" * 128
+    assert telemetry.request_attributes("x" * 9_000, None, None) == {"mcp.method.name": "x" * 128}
     extensions = telemetry.declared_capabilities({"extensions": {"io.example/b": {}, "io.example/a": {}}})
     assert extensions == ["extensions", "extensions/io.example/a", "extensions/io.example/b"]
 
@@ -819,8 +767,8 @@ def _real_ucp_agreement() -> Any:
 @pytest.mark.parametrize("make", [_real_ucp_agreement, lambda: SimpleNamespace(**vars_of_agreement())])
 def test_ucp_attributes(make: Any) -> None:
     base = Negotiator(Policy()).initialize(initialize_params("2025-11-25", {}))
-    assert "ucp.version" not in span_attributes("initialize", base, Policy(), None)
-    attributes = span_attributes("tools/call", replace(base, ucp=make()), Policy(), None)
+    assert "ucp.version" not in span_attributes(base, Policy())
+    attributes = span_attributes(replace(base, ucp=make()), Policy())
     assert attributes["ucp.version"] == "2026-01-11"
     assert attributes["ucp.capabilities"] == [
         "dev.ucp.shopping.checkout@2026-01-11",
@@ -839,7 +787,7 @@ def test_ucp_lists_are_bounded() -> None:
         capabilities={f"dev.example.cap{i:03d}": "2026-01-11" for i in range(100)},
         dropped={f"dev.example.gone{i:03d}": "not_offered" for i in range(100)},
     )
-    attributes = span_attributes("tools/call", replace(base, ucp=ucp), Policy(), None)
+    attributes = span_attributes(replace(base, ucp=ucp), Policy())
     assert len(attributes["ucp.capabilities"]) == len(attributes["ucp.dropped"]) == MAX_LIST
     assert attributes["ucp.capabilities"][0] == "dev.example.cap000@2026-01-11"
 
@@ -883,7 +831,7 @@ async def test_legacy_stateless_ucp_calls_are_traced_once_and_linked(spans: InMe
             for _ in range(3):
                 assert structured(await session.call_tool("create_checkout", arguments))["status"]
     finished = spans.get_finished_spans()
-    (ours,) = [s for s in named(finished, SPAN_NAME) if attrs(s)["mcp.method.name"] == "tools/call"]
+    (ours,) = [s for s in named(finished, SPAN_NAME) if story(s, finished)["mcp.method.name"] == "tools/call"]
     assert attrs(ours)["ucp.version"] == platform["ucp"]["version"]
     calls = [s for s in finished if s.kind is SpanKind.SERVER and attrs(s)["mcp.method.name"] == "tools/call"]
     assert len(calls) == 3
@@ -923,29 +871,6 @@ def test_only_the_sdk_initialize_span_is_corrected(spans: InMemorySpanExporter) 
 # Metrics
 
 
-def _points(reader: InMemoryMetricReader, name: str) -> dict[frozenset[tuple[str, Any]], Any]:
-    data = reader.get_metrics_data()
-    found: dict[frozenset[tuple[str, Any]], Any] = {}
-    for resource in data.resource_metrics if data else ():
-        for scope in resource.scope_metrics:
-            if scope.scope.name != "mcp_negotiation":
-                continue
-            for metric in scope.metrics:
-                if metric.name == name:
-                    for point in metric.data.data_points:
-                        found[frozenset((point.attributes or {}).items())] = point
-    return found
-
-
-def _count_delta(before: dict[Any, Any], after: dict[Any, Any], field: str) -> Counter[Any]:
-    delta: Counter[Any] = Counter()
-    for labels, point in after.items():
-        old = getattr(before[labels], field) if labels in before else 0
-        if getattr(point, field) - old:
-            delta[labels] = getattr(point, field) - old
-    return delta
-
-
 def _labels(era: str, revision: str, outcome: str) -> frozenset[tuple[str, str]]:
     return frozenset(
         {
@@ -956,11 +881,11 @@ def _labels(era: str, revision: str, outcome: str) -> frozenset[tuple[str, str]]
     )
 
 
-async def test_legacy_stateless_requests_are_counted_each(
+async def test_legacy_stateless_requests_are_each_an_operation_and_one_negotiation(
     spans: InMemorySpanExporter, reader: InMemoryMetricReader
 ) -> None:
-    """Each POST is a connection of its own, negotiated on its own: served ones count as
-    much as refused ones, or an operator's refusal ratio is wrong."""
+    """Each POST is a connection of its own: each is an operation (served or refused, or an
+    operator's refusal ratio is wrong), and the negotiation they repeat is one."""
     import httpx2
 
     async def post(revision: str, number: int) -> Any:
@@ -971,22 +896,20 @@ async def test_legacy_stateless_requests_are_counted_each(
 
     server = build(Policy(min_revision="2025-06-18"))
     with serve_http(server.streamable_http_app(stateless_http=True)) as url:
-        before = _points(reader, "mcp.negotiation.count")
+        before = snapshot(reader)
         served = [await post("2025-11-25", number) for number in range(5)]
         refused = [await post("2025-03-26", number) for number in range(2)]
-        after = _points(reader, "mcp.negotiation.count")
+        after = snapshot(reader)
     assert all("result" in r.text for r in served)
     assert all("-32022" in r.text for r in refused)
-    assert _count_delta(before, after, "value") == {
-        _labels("legacy", "2025-11-25", "accepted"): 5,
-        frozenset(
-            {
-                ("mcp.negotiation.era", "legacy"),
-                ("mcp.protocol.version", "unknown"),
-                ("mcp.negotiation.outcome", "refused"),
-            }
-        ): 2,
-    }
+    assert delta(before, after, NEGOTIATIONS) == {_labels("legacy", "2025-11-25", "accepted"): 1}
+    refusals = delta(before, after, REFUSALS)
+    assert {dict(labels)["error.type"]: count for labels, count in refusals.items()} == {"-32022": 2}
+    operations = delta(before, after, OPERATION)
+    by_revision = Counter()
+    for labels, count in operations.items():
+        by_revision[dict(labels)["mcp.protocol.version"], dict(labels).get("error.type")] += count
+    assert by_revision == {("2025-11-25", None): 5, ("2025-03-26", "-32022"): 2}
     accepted = [
         s
         for s in named(spans.get_finished_spans(), SPAN_NAME)
@@ -996,11 +919,10 @@ async def test_legacy_stateless_requests_are_counted_each(
     assert attrs(span)["mcp.negotiation.capabilities_known"] is False
 
 
-async def test_metrics_count_every_negotiation_and_time_each_first(
+async def test_metrics_count_each_negotiation_once_and_time_each_traced(
     spans: InMemorySpanExporter, reader: InMemoryMetricReader
 ) -> None:
-    counts_before = _points(reader, "mcp.negotiation.count")
-    durations_before = _points(reader, "mcp.negotiation.duration")
+    before = snapshot(reader)
     server = build()
     async with legacy("memory", server, "2025-06-18", {}) as session:
         await session.call_tool("negotiation", {})
@@ -1012,44 +934,51 @@ async def test_metrics_count_every_negotiation_and_time_each_first(
     async with Client(build(Policy(max_revision="2025-11-25")), mode="2026-07-28") as client:
         with pytest.raises(MCPError):
             await client.call_tool("negotiation", {})
-    counts = _count_delta(counts_before, _points(reader, "mcp.negotiation.count"), "value")
-    after_durations = _points(reader, "mcp.negotiation.duration")
-    durations = _count_delta(durations_before, after_durations, "count")
+    after = snapshot(reader)
+    negotiations = delta(before, after, NEGOTIATIONS)
+    durations = delta(before, after, DURATION, "count")
 
-    # One duration per recorded span, labelled by what the span says was agreed; one count
-    # per span and per repeat (a request span linking to the span that negotiated it).
+    # One duration per recorded span, labelled by what was agreed; one negotiation per span
+    # that agreed (the modern client's repeats link to its span: no negotiation of their own).
     finished = spans.get_finished_spans()
-    ours = {s.context.span_id: s for s in named(finished, SPAN_NAME)}
+    ours = named(finished, SPAN_NAME)
 
     def labels_of(span: ReadableSpan) -> frozenset[tuple[str, str]]:
-        return _labels(
-            attrs(span)["mcp.negotiation.era"],
-            attrs(span).get("mcp.protocol.version", "unknown"),
-            attrs(span)["mcp.negotiation.outcome"],
-        )
+        seen = story(span, finished)
+        if seen["mcp.negotiation.outcome"] == "refused":
+            return frozenset({("mcp.negotiation.era", seen["mcp.negotiation.era"]), OUTCOME_REFUSED})
+        era, revision = seen["mcp.negotiation.era"], seen["mcp.protocol.version"]
+        return _labels(era, revision, seen["mcp.negotiation.outcome"])
 
-    expected = Counter(labels_of(s) for s in ours.values())
-    repeats = Counter(labels_of(ours[link.context.span_id]) for s in finished for link in s.links)
-    assert repeats[_labels("modern", "2026-07-28", "accepted")] >= 1  # the modern client repeated
-    assert durations == expected
-    assert counts == expected + repeats
-    assert counts[_labels("legacy", "2025-06-18", "accepted")] == 1
-    assert counts[_labels("legacy", "2025-11-25", "counter_offered")] == 1
-    assert counts[_labels("modern", "2026-07-28", "accepted")] >= 1
-    assert counts[_labels("modern", "unknown", "refused")] == 1
-    for labels in (*_points(reader, "mcp.negotiation.count"), *after_durations):
-        assert {key for key, _ in labels} == LABEL_KEYS
+    assert any(s.links for s in finished)  # the modern client repeated
+    assert durations == Counter(labels_of(s) for s in ours)
+    assert negotiations == {
+        _labels("legacy", "2025-06-18", "accepted"): 1,
+        _labels("legacy", "2025-11-25", "counter_offered"): 1,
+        _labels("modern", "2026-07-28", "accepted"): 1,
+    }
+    assert delta(before, after, REFUSALS) == {
+        frozenset(
+            {
+                "error.type": "-32022",
+                "mcp.method.name": "tools/call",
+                "mcp.negotiation.era": "modern",
+                "mcp.negotiation.requested_version": "2026-07-28",
+            }.items()
+        ): 1
+    }
+    for labels in (*after[NEGOTIATIONS], *after[DURATION]):
         assert "zzz" not in {value for _, value in labels}
-    for point in after_durations.values():
-        assert tuple(point.explicit_bounds) == telemetry.DURATION_BUCKETS
+    for point in after[DURATION].values():
+        assert tuple(point.explicit_bounds) == otel_metrics.DURATION_BUCKETS
         assert point.min >= 0
 
 
 def test_metric_revision_labels_are_bounded() -> None:
-    assert telemetry.revision_label("2025-06-18") == "2025-06-18"
-    assert telemetry.revision_label("zzz") == "unknown"
-    assert telemetry.revision_label(None) == "unknown"
-    assert telemetry.revision_label("2025-06-18" * 100) == "unknown"
+    assert otel_metrics.revision_label("2025-06-18") == "2025-06-18"
+    assert otel_metrics.revision_label("zzz") == "_OTHER"
+    assert otel_metrics.revision_label(None) == "_OTHER"
+    assert otel_metrics.revision_label("2025-06-18" * 100) == "_OTHER"
 
 
 # ---------------------------------------------------------------------------------------
@@ -1077,17 +1006,16 @@ async def _serve_everything() -> None:
     assert refused.value.error.code == -32022
 
 
-@pytest.mark.parametrize("broken", ["tracer", "trace", "tally_of", "duration_histogram", "span_attributes"])
+@pytest.mark.parametrize("broken", ["tracer", "trace", "instruments", "span_attributes"])
 async def test_a_failing_telemetry_backend_never_reaches_the_server(
     spans: InMemorySpanExporter,
+    reader: InMemoryMetricReader,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     broken: str,
 ) -> None:
-    replacement: Any = (
-        _Broken() if broken in {"tracer", "trace", "duration_histogram"} else getattr(_Broken(), broken)
-    )
-    monkeypatch.setattr(telemetry, broken, replacement)
+    replacement: Any = _Broken() if broken in {"tracer", "trace"} else getattr(_Broken(), broken)
+    monkeypatch.setattr(otel_metrics if broken == "instruments" else telemetry, broken, replacement)
     with caplog.at_level(logging.ERROR, logger="mcp_negotiation"):
         await _serve_everything()
     failures = [r for r in caplog.records if "telemetry failed" in r.getMessage()]
@@ -1118,17 +1046,18 @@ async def test_a_failing_span_pipeline_leaves_the_metrics_and_the_repeats_whole(
     failing = _Failing()
     provider.add_span_processor(failing)
     try:
-        before = _points(reader, "mcp.negotiation.count")
+        before = snapshot(reader)
         async with Client(build(), mode="2026-07-28") as client:
             for _ in range(4):
                 structured(await client.call_tool("negotiation", {}))
-        after = _points(reader, "mcp.negotiation.count")
+        after = snapshot(reader)
     finally:
         processors = provider._active_span_processor._span_processors  # no public removal
         provider._active_span_processor._span_processors = tuple(p for p in processors if p is not failing)
     requests = [s for s in spans.get_finished_spans() if s.kind is SpanKind.SERVER]
     assert len(requests) >= 4  # (the client may list the tools first)
-    assert sum(_count_delta(before, after, "value").values()) == len(requests)
+    assert sum(delta(before, after, OPERATION).values()) == len(requests)
+    assert sum(delta(before, after, NEGOTIATIONS).values()) == 1
     failures = [r for r in caplog.records if "telemetry failed" in r.getMessage()]
     assert len(failures) == 1  # the repeats link to the span; they do not trace it again
     assert sum(len(s.links) for s in requests) == len(requests) - 1
@@ -1393,15 +1322,19 @@ async def test_a_tools_own_error_with_a_negotiation_code_is_not_a_refusal(
         raise MCPError(-32022, "upstream: Unsupported protocol version")
 
     with serve_http(server.streamable_http_app()) as url:
-        before = _points(reader, "mcp.negotiation.count")
+        before = snapshot(reader)
         async with Client(url, mode="2026-07-28") as client:
             with pytest.raises(MCPError) as relayed:
                 await client.call_tool("relay", {})
-        after = _points(reader, "mcp.negotiation.count")
+        after = snapshot(reader)
     assert relayed.value.error.code == -32022
     outcomes = [attrs(s)["mcp.negotiation.outcome"] for s in named(spans.get_finished_spans(), SPAN_NAME)]
     assert "refused" not in outcomes
-    assert _count_delta(before, after, "value").keys() == {_labels("modern", "2026-07-28", "accepted")}
+    assert delta(before, after, NEGOTIATIONS).keys() == {_labels("modern", "2026-07-28", "accepted")}
+    assert not delta(before, after, REFUSALS)
+    # The tool's own error is the operation's: an error with its code (the conventions' rule).
+    (failed,) = [dict(k) for k in delta(before, after, OPERATION) if ("mcp.method.name", "tools/call") in k]
+    assert (failed["error.type"], failed["rpc.response.status_code"]) == ("-32022", "-32022")
 
 
 async def test_a_refusal_before_dispatch_joins_the_clients_trace(spans: InMemorySpanExporter) -> None:
@@ -1515,7 +1448,8 @@ async def _post_modern(
 
 def _negotiated_methods(finished: Sequence[ReadableSpan]) -> list[tuple[str, str]]:
     return [
-        (attrs(s)["mcp.method.name"], attrs(s)["mcp.negotiation.outcome"]) for s in named(finished, SPAN_NAME)
+        (story(s, finished)["mcp.method.name"], attrs(s)["mcp.negotiation.outcome"])
+        for s in named(finished, SPAN_NAME)
     ]
 
 
@@ -1525,14 +1459,17 @@ async def test_the_sdks_own_listing_is_negotiated_for_its_client_but_not_traced(
     listed_for: list[str | None] = []
     server = _lowlevel_http_server(Policy(), listed_for)
     with serve_http(server.streamable_http_app(json_response=True)) as url:
-        before = _points(reader, "mcp.negotiation.count")
+        before = snapshot(reader)
         called = await _post_modern(url, "tools/call", {"name": "echo", "arguments": {"x": 1}}, "alice", {})
-        after = _points(reader, "mcp.negotiation.count")
+        after = snapshot(reader)
         assert called.status_code == 200, called.text
         # The SDK did list the tools for the call (what this test is about), as alice's.
         assert listed_for == ["alice"]
         assert _negotiated_methods(spans.get_finished_spans()) == [("tools/call", "accepted")]
-        assert sum(_count_delta(before, after, "value").values()) == 1
+        assert sum(delta(before, after, NEGOTIATIONS).values()) == 1
+        # The SDK's listing is part of the call's answer, not an operation of its own.
+        methods = {dict(labels)["mcp.method.name"] for labels in delta(before, after, OPERATION)}
+        assert methods == {"tools/call"}
         # A client's own tools/list is still its own negotiation.
         spans.clear()
         listed = await _post_modern(url, "tools/list", {}, "bob", {})

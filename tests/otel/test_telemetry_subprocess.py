@@ -56,15 +56,21 @@ from mcp.shared.exceptions import MCPError
 from opentelemetry import trace
 
 from mcp_negotiation import Policy
+from mcp_negotiation.otel import metrics as otel_metrics
 from mcp_negotiation.otel import spans as telemetry
 from mcp_negotiation.tools.demo import build
 
-if sys.argv[1:] == ["--sdk"]:  # the control run: with a provider, attributes are built
+if sys.argv[1:] == ["--sdk"]:  # the control run: with providers, attributes are built, requests timed
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
     trace.set_tracer_provider(TracerProvider())
+    metrics.set_meter_provider(MeterProvider())
 
 calls = []
+operations = []
 real = telemetry.span_attributes
+real_operation = otel_metrics.operation
 
 
 def counting(*args, **kwargs):
@@ -72,7 +78,13 @@ def counting(*args, **kwargs):
     return real(*args, **kwargs)
 
 
+def counting_operations(*args, **kwargs):
+    operations.append(args[1])
+    return real_operation(*args, **kwargs)
+
+
 telemetry.span_attributes = counting
+otel_metrics.operation = counting_operations
 
 
 async def main():
@@ -91,6 +103,9 @@ async def main():
     seen["recording"] = span.is_recording()
     span.end()
     seen["span_attributes_calls"] = len(calls)
+    seen["operations_measured"] = len(operations)
+    seen["clock"] = otel_metrics.clock()
+    seen["instruments"] = otel_metrics.instruments() is not None
     seen["provider"] = type(trace.get_tracer_provider()).__name__
     print("RESULT " + json.dumps(seen))
 
@@ -100,7 +115,7 @@ anyio.run(main)
 
 
 @pytest.mark.parametrize("sdk", [False, True], ids=["no-sdk", "control-with-sdk"])
-def test_without_an_sdk_requests_are_served_and_no_attributes_are_built(tmp_path: Path, sdk: bool) -> None:
+def test_without_an_sdk_requests_are_served_and_nothing_is_built_or_timed(tmp_path: Path, sdk: bool) -> None:
     script = tmp_path / "no_sdk.py"
     script.write_text(NO_SDK, encoding="utf-8")
     seen = _result(_run([PYTHON, str(script), *(["--sdk"] if sdk else [])]).stdout)
@@ -110,9 +125,15 @@ def test_without_an_sdk_requests_are_served_and_no_attributes_are_built(tmp_path
     assert seen["recording"] is sdk
     if sdk:
         assert seen["span_attributes_calls"] >= 2  # the same flow builds them when recorded
+        assert seen["operations_measured"] >= 3  # and times every request
+        assert seen["instruments"] is True
     else:
         assert seen["provider"] == "ProxyTracerProvider"
         assert seen["span_attributes_calls"] == 0
+        # No MeterProvider: no request timed, no instrument made, the clock says so.
+        assert seen["operations_measured"] == 0
+        assert seen["instruments"] is False
+        assert seen["clock"] is None
 
 
 def test_the_package_does_not_need_opentelemetry_instrumentation() -> None:
@@ -244,6 +265,140 @@ def test_opentelemetry_instrument_can_disable_us(tmp_path: Path) -> None:
     assert "capability_negotiated" not in names  # ... ours are not
 
 
+OPERATIONS = "mcp_server_operation_duration_seconds_count{"
+"""Prometheus's name for the count of `mcp.server.operation.duration`."""
+ZERO_CODE_METRICS = r"""
+import os, urllib.request
+
+import anyio
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("never-negotiated-by-this-code")
+
+
+@server.tool()
+async def ping() -> str:
+    return "pong"
+
+
+async def main() -> None:
+    for mode in ("legacy", "2026-07-28"):
+        async with Client(server, mode=mode) as client:
+            await client.call_tool("ping", {})
+    url = f"http://127.0.0.1:{os.environ['OTEL_EXPORTER_PROMETHEUS_PORT']}/metrics"
+    print(urllib.request.urlopen(url, timeout=30).read().decode())  # what Prometheus would scrape
+
+
+anyio.run(main)
+"""
+
+
+def test_opentelemetry_instrument_switches_the_metrics_on(tmp_path: Path) -> None:
+    """Zero code: the launcher configures a MeterProvider with the Prometheus exporter (every
+    signal named, as a stdio server needs: docs/telemetry.md), and the metrics are there."""
+    from support.services import free_port
+
+    script = tmp_path / "server.py"
+    script.write_text(ZERO_CODE_METRICS, encoding="utf-8")
+    argv = [str(INSTRUMENT), "--traces_exporter", "none", "--metrics_exporter", "prometheus"]
+    done = _run(
+        [*argv, "--logs_exporter", "none", PYTHON, str(script)],
+        OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
+        OTEL_EXPORTER_PROMETHEUS_PORT=str(free_port()),
+    )
+    lines = done.stdout.splitlines()
+    calls = [line for line in lines if line.startswith(OPERATIONS) and 'mcp_method_name="tools/call"' in line]
+    revisions = {line.split('mcp_protocol_version="')[1].split('"')[0] for line in calls}
+    assert revisions == {"2025-11-25", "2026-07-28"}
+    assert 'gen_ai_tool_name="ping"' in calls[0]
+    assert any(line.startswith("mcp_negotiation_negotiations_total{") for line in lines)
+    assert any(line.startswith("mcp_server_session_duration_seconds_count{") for line in lines)
+
+
+STDIO_SERVER = r"""
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("stdio-under-the-launcher")
+
+
+@server.tool()
+async def ping() -> str:
+    return "pong"
+
+
+server.run("stdio")
+"""
+
+
+def test_a_stdio_server_under_the_launcher_times_its_requests_over_the_pipe(tmp_path: Path) -> None:
+    """Zero code over stdio: the JSON-RPC channel stays clean, the metrics say `pipe`."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from support.services import free_port
+
+    script = tmp_path / "server.py"
+    script.write_text(STDIO_SERVER, encoding="utf-8")
+    port = free_port()
+    signals = ["--traces_exporter", "none", "--metrics_exporter", "prometheus", "--logs_exporter", "none"]
+    params = StdioServerParameters(
+        command=str(INSTRUMENT),
+        args=[*signals, PYTHON, str(script)],
+        cwd=str(ROOT),
+        env=_env(OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1", OTEL_EXPORTER_PROMETHEUS_PORT=str(port)),
+    )
+
+    async def call() -> str:
+        async with Client(params, mode="2026-07-28") as client:
+            result = await client.call_tool("ping", {})
+            assert getattr(result.content[0], "text", None) == "pong"
+            async with httpx2.AsyncClient(timeout=30) as http:
+                return (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+
+    text = anyio.run(call)
+    (line,) = [line for line in text.splitlines() if line.startswith(OPERATIONS) and '"tools/call"' in line]
+    assert 'network_transport="pipe"' in line
+    assert 'mcp_protocol_version="2026-07-28"' in line
+
+
+def test_the_prometheus_example_serves_its_metrics() -> None:
+    """`examples/prometheus_metrics.py`, as a subprocess: MCP over HTTP, metrics beside it."""
+    import anyio
+    import httpx2
+    from mcp import Client
+
+    from support.services import stop_process
+
+    example = [PYTHON, str(ROOT / "examples" / "prometheus_metrics.py"), "--port", "0", "--metrics-port", "0"]
+    process = subprocess.Popen(example, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline().split()
+        assert ready[0] == "READY", ready
+        mcp_url, metrics_url = f"http://127.0.0.1:{ready[1]}/mcp", f"http://127.0.0.1:{ready[2]}/metrics"
+
+        async def call() -> str:
+            async with Client(mcp_url, mode="2026-07-28") as client:
+                result = await client.call_tool("revision", {})
+            async with httpx2.AsyncClient(timeout=30) as http:
+                scraped = await http.get(metrics_url)
+            return str(getattr(result.content[0], "text", "")) + "\n" + scraped.text
+
+        text = anyio.run(call)
+    finally:
+        stop_process(process)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert text.startswith("2026-07-28\n")
+    (line,) = [line for line in text.splitlines() if line.startswith(OPERATIONS) and '"tools/call"' in line]
+    labels = ('mcp_protocol_version="2026-07-28"', 'network_transport="tcp"', 'network_protocol_name="http"')
+    assert all(label in line for label in labels)
+    assert 'service_name="shop"' in text  # the resource, as target_info
+
+
 # ---------------------------------------------------------------------------------------
 # The example and the docs picture
 
@@ -253,11 +408,15 @@ def test_tracing_example_prints_the_spans() -> None:
     lines = done.stdout.splitlines()
     ours = [line for line in lines if line.startswith("capability_negotiated ")]
     assert len(ours) >= 2
-    assert any("mcp.negotiation.era=legacy" in line and "mcp.method.name=initialize" in line for line in ours)
+    assert any("mcp.negotiation.era=legacy" in line for line in ours)
+    assert any("mcp.negotiation.era=modern" in line for line in ours)
+    # The request's own attributes are the SDK's server span's; ours never repeats them.
+    assert not any("mcp.method.name=" in line or "mcp.protocol.version=" in line for line in ours)
     assert any(
-        "mcp.negotiation.era=modern" in line and "mcp.protocol.version=2026-07-28" in line for line in ours
+        line.startswith("initialize ") and "mcp.protocol.version=2025-11-25" in line and "+event:" in line
+        for line in lines
     )
-    assert any(line.startswith("initialize ") and "+event:capability_negotiated" in line for line in lines)
+    assert any(line.startswith("tools/call whoami ") and "=2026-07-28" in line for line in lines)
     assert any(line.startswith("MCP send initialize ") and " CLIENT " in line for line in lines)
     # The modern client's later request repeats its envelope: a link to the modern span.
     modern = next(line for line in ours if "mcp.negotiation.era=modern" in line)

@@ -59,6 +59,7 @@ RUNNERS = {
     "examples/mcp1_server.py": "test_the_documented_1x_example_runs_over_stdio",
     "examples/minimal_server.py": "test_minimal_server_asks_only_clients_that_can_elicit",
     "examples/probe_gate.py": "test_the_probe_gate_passes_what_is_served_and_fails_what_is_lost",
+    "examples/prometheus_metrics.py": "test_the_prometheus_example_serves_its_metrics",
     "examples/requires_sampling.py": "test_requires_sampling_everywhere_serves_clients_that_sample",
     "examples/tool_catalogs.py": "test_every_client_sees_the_requirements_its_refusal_would_carry",
     "examples/tracing.py": "test_tracing_example_prints_the_spans",

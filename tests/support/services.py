@@ -1,9 +1,10 @@
-"""Real services for the fleet tests, from Debian's packages: redis-server and HAProxy.
+"""Real services for the tests, from Debian's packages: redis-server, HAProxy, Prometheus.
 
-Each runs as a child process on 127.0.0.1 with an ephemeral port, from the command
-docs/deployment.md gives (`support.guide`), and is ready when it says so (redis-server's
-log line, `READY=1` on the notify socket for HAProxy and the replicas): no sleeping.
-nox's `tests` session installs both when they are missing; without them these tests skip.
+Each runs as a child process on 127.0.0.1 with an ephemeral port (redis-server and HAProxy
+from the command docs/deployment.md gives, `support.guide`) and is ready when it says so
+(redis-server's and Prometheus's log lines, `READY=1` on the notify socket for HAProxy and
+the replicas): no sleeping. nox's `tests` session installs them when they are missing;
+without them these tests skip.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -154,3 +156,62 @@ def haproxy(backends: list[int], directory: Path) -> Iterator[HAProxy]:
     argv = [path, *command("haproxy", {"haproxy.cfg": str(config)})[1:]]
     with notified(argv, directory / "haproxy.log") as (process, _):
         yield HAProxy(frontend, process)
+
+
+@dataclass
+class Prometheus:
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+PROMETHEUS_CONFIG = """\
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: mcp
+    static_configs:
+      - targets: ["{target}"]
+"""
+"""How the test scrapes a server: every second (the default is a minute)."""
+
+
+@contextmanager
+def prometheus(target: str) -> Iterator[Prometheus]:
+    """Debian's Prometheus scraping `target` (host:port), on 127.0.0.1, ready to answer its
+    HTTP API once this yields. Its configuration and its storage are a temporary directory's,
+    removed when it stops: nothing of a run is kept."""
+    path = binary("prometheus")
+    with tempfile.TemporaryDirectory(prefix="mcp-prometheus-") as directory:
+        config = Path(directory) / "prometheus.yml"
+        config.write_text(PROMETHEUS_CONFIG.format(target=target), encoding="utf-8")
+        for _ in range(5):  # the port may be taken between choosing and binding it
+            port = free_port()
+            argv = [
+                path,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={Path(directory) / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ]
+            process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            assert process.stderr is not None
+            for line in process.stderr:
+                if b"Server is ready to receive web requests." in line:
+                    # It logs on (compactions, a scrape gone wrong): drained, so that it never blocks.
+                    drain = threading.Thread(target=process.stderr.read, daemon=True)
+                    drain.start()
+                    try:
+                        yield Prometheus(port, process)
+                    finally:
+                        stop_process(process)
+                        drain.join(timeout=10)
+                        process.stderr.close()
+                    return
+            process.wait()
+            process.stderr.close()
+    raise RuntimeError("prometheus did not start")

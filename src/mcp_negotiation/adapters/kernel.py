@@ -14,18 +14,20 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Awaitable, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, NamedTuple, Protocol
 
+from ..core import revisions
 from ..core.client_log import report
 from ..core.engine import Engine
 from ..core.errors import Refusal
 from ..core.facts import Facts
 from ..core.outcome import Known, Outcome
+from ..otel import metrics as operations
 from ..otel import spans
 from .context import current
 
-__all__ = ["MAX_NEEDS", "Message", "advertised", "apply", "decided"]
+__all__ = ["MAX_NEEDS", "Answered", "Message", "advertised", "apply", "decided"]
 
 MAX_NEEDS: Final = 4
 """Fetches one message may need (a platform's profile, the business's for its version)."""
@@ -64,9 +66,70 @@ class Message(Facts, Protocol):
         """The revision an `initialize` answer announces."""
         ...
 
+    def answered_as(self, result: Any, error: BaseException | None) -> Answered | None:
+        """How the SDK answered the message (what `forward` returned, or the exception it
+        raised): None for one no client sent (the SDK's own, while serving another)."""
+        ...
 
-async def apply(engine: Engine, message: Message) -> Any:
-    """Decide `message` and apply the outcome; what the SDK should answer is returned."""
+    def on_close(self, callback: Callable[[bool], object]) -> bool:
+        """Have `callback(over_http)` run when the message's connection closes, where it is a
+        session (False for none: in memory, stdio and stateful HTTP it is; a stateless POST not)."""
+        ...
+
+
+class Answered(NamedTuple):
+    """How the SDK answered a message, for the operation metric: the JSON-RPC error code it
+    answered with, or a failure without one (`tool_error`, an exception's type name), and the
+    HTTP version over HTTP."""
+
+    code: int | None = None
+    error: str | None = None
+    http_version: object = None
+
+
+def apply(engine: Engine, message: Message) -> Awaitable[Any]:
+    """Decide `message` and apply the outcome: what the SDK should answer, to be awaited.
+
+    With a `MeterProvider` configured, the message is timed as the conventions'
+    `mcp.server.operation.duration` too, whatever answers it (`_timed`)."""
+    timed = operations.clock()
+    return _applied(engine, message, None) if timed is None else _timed(engine, message, timed)
+
+
+async def _timed(engine: Engine, message: Message, timed: float) -> Any:
+    try:
+        result = await _applied(engine, message, timed)
+    except BaseException as error:
+        _measured(message, timed, None, error)
+        raise
+    _measured(message, timed, result, None)
+    return result
+
+
+def _measured(message: Message, timed: float, result: Any, error: BaseException | None) -> None:
+    """One answered message in `mcp.server.operation.duration`: as the SDK answered it (its
+    JSON-RPC code, or a failure without one), none for a message no client sent."""
+    answered = message.answered_as(result, error)
+    if answered is None:
+        return
+    params = message.params
+    revision: object = message.revision or revisions.UNANNOUNCED
+    if message.method == "initialize":  # the SDK's seed until it answers: the answer, else the ask
+        revision = message.answered(result) if result is not None else None
+        revision = revision or (params.get("protocolVersion") if isinstance(params, Mapping) else None)
+    operations.operation(
+        timed,
+        message.method,
+        revision,
+        message.origin.transport,
+        target=params.get("name") if isinstance(params, Mapping) else None,
+        code=answered.code,
+        error=answered.error,
+        http_version=answered.http_version,
+    )
+
+
+async def _applied(engine: Engine, message: Message, timed: float | None) -> Any:
     started = time.perf_counter()
     outcome = engine.decide(message)
     if outcome.need is not None:
@@ -88,7 +151,7 @@ async def apply(engine: Engine, message: Message) -> Any:
         finally:
             current.reset(token)
         if steer is not None:
-            _answered(engine, message, outcome, result, started)
+            _answered(engine, message, outcome, result, started, timed)
         return result
     if outcome.action == "refuse" and outcome.refusal is not None:
         return await message.refuse(outcome.refusal, outcome)
@@ -97,8 +160,12 @@ async def apply(engine: Engine, message: Message) -> Any:
     return await message.forward(None, outcome)
 
 
-def _answered(engine: Engine, message: Message, outcome: Outcome, result: Any, started: float) -> None:
-    """A legacy `initialize` the SDK answered at the revision it was steered to: kept, traced."""
+def _answered(
+    engine: Engine, message: Message, outcome: Outcome, result: Any, started: float, timed: float | None
+) -> None:
+    """A legacy `initialize` the SDK answered at the revision it was steered to: kept, traced,
+    and (`timed`, with a `MeterProvider`) a session timed from it until its connection
+    closes, where the SDK has connections and this is the connection's first handshake."""
     answered = message.answered(result)
     if answered != outcome.steer:
         report(
@@ -107,6 +174,9 @@ def _answered(engine: Engine, message: Message, outcome: Outcome, result: Any, s
             answered,
             outcome.steer,
         )
+    if timed is not None and type(message.held) is not Known and outcome.steer is not None:
+        agreed = outcome.steer
+        message.on_close(lambda over_http: operations.session_ended(timed, agreed, http=over_http))
     if outcome.hold is not None:
         message.hold(outcome.hold)
     spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)

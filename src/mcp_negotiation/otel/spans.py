@@ -1,4 +1,4 @@
-"""`capability_negotiated`: one span, one event and two metrics per negotiation.
+"""`capability_negotiated`: one span and one event per negotiation, and its metrics.
 
 Built on `opentelemetry-api` only. With no SDK configured the tracer hands out
 non-recording spans, and this module then skips building attributes, so the cost is a
@@ -8,31 +8,31 @@ point swallows (and logs) its own failures instead of raising into the server.
 A modern client repeats the same envelope on every request, and the negotiator answers
 a repeat with the record it already made. Tracing that repeat in full would cost more
 than the request itself (an SDK span, an event and two synchronous instruments are
-about 100 µs), so by default a repeat is counted and its SERVER span gets a *link* to
-the span that negotiated it (one `Link`, built once and appended to each repeat's span
-as the SDK's `add_link` appends it: see `otel_seam`);
-`Policy(trace_every_request=True)` restores a full span per request. The count is an
-asynchronous counter over in-process tallies, so counting costs one C call rather than a
-trip through the metrics SDK.
+about 100 µs), so by default a repeat's SERVER span gets a *link* to the span that
+negotiated it (one `Link`, built once and appended to each repeat's span as the SDK's
+`add_link` appends it: see `otel_seam`); `Policy(trace_every_request=True)` restores a
+full span per request. The request itself is counted and timed by the conventions'
+`mcp.server.operation.duration` (`otel.metrics`), whoever answered it.
 
-Attribute names follow the semantic conventions where they exist (`mcp.method.name`,
-`mcp.protocol.version`, `mcp.session.id`, `network.transport`, `error.type`); the rest
-live under `mcp.negotiation.*` and `ucp.*` and are documented in `docs/telemetry.md`.
-Lists are sorted and bounded; client identity is recorded only when the policy opts in.
+One span story: what describes the *request* (`mcp.method.name`, `mcp.protocol.version`,
+`error.type`) is the SDK's SERVER span's, which this module only corrects (the agreed
+revision of an `initialize`); `capability_negotiated` keeps what the negotiation knows
+(`network.transport` and `mcp.session.id` of the record, and `mcp.negotiation.*`, `ucp.*`),
+and takes the request's attributes too only where no SDK SERVER span is there to hold them
+(mcp 1.x, a refusal the SDK makes before dispatch). No attribute is on both; the table is
+in `docs/telemetry.md`. Lists are sorted and bounded; client identity is recorded only
+when the policy opts in.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from opentelemetry import metrics, propagate, trace
+from opentelemetry import propagate, trace
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
 from ..core import revisions
@@ -41,7 +41,9 @@ from ..core.errors import Refusal
 from ..core.facts import Facts
 from ..core.negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport
 from ..core.outcome import Known, Outcome
+from . import metrics
 from . import seam as otel_seam
+from .metrics import NETWORK_TRANSPORT
 
 __all__ = [
     "MAX_LIST",
@@ -60,98 +62,25 @@ MAX_LIST: Final = 32
 """At most this many entries in any list attribute (the rest are dropped, sorted order)."""
 _MAX_ITEM: Final = 128
 
-NETWORK_TRANSPORT: Final[Mapping[Transport, str]] = {
-    "stdio": "pipe",
-    "http": "tcp",
-    "memory": "inproc",
-    "unknown": "unknown",
-}
-
 _FAILED: Final = "telemetry failed (ignored)"
 """Logged, with the exception, wherever telemetry fails: it never raises into the server."""
-tracer = trace.get_tracer("mcp_negotiation")
+tracer = trace.get_tracer(metrics.SCOPE)
 """What every span of this library is started with: OpenTelemetry's proxy, which records
 once an SDK is configured, whenever that is."""
-_meter = metrics.get_meter("mcp_negotiation")
-LABEL_KEYS: Final = ("mcp.negotiation.era", "mcp.protocol.version", "mcp.negotiation.outcome")
-Labels = tuple[str, str, str]
-"""Metric label values in `LABEL_KEYS` order; every value comes from a small fixed set."""
-
-
-class _Tally:
-    """A counter whose increment is one C call, exact across threads with no lock.
-
-    `add` is `next` on an `itertools.count`, atomic under the GIL. Reading a count
-    advances it too, so `read` (called under `_tallies_lock`) subtracts its own reads.
-    """
-
-    __slots__ = ("_count", "_reads", "add")
-
-    def __init__(self) -> None:
-        self._count = itertools.count()
-        self.add = self._count.__next__
-        self._reads = 0
-
-    def read(self) -> int:
-        value = next(self._count) - self._reads
-        self._reads += 1
-        return value
-
-
-_tallies: dict[Labels, _Tally] = {}
-_tallies_lock = threading.Lock()
-
-
-def tally_of(labels: Labels) -> _Tally:
-    """The `mcp.negotiation.count` counter of `labels`, made when first counted."""
-    tally = _tallies.get(labels)
-    if tally is None:
-        with _tallies_lock:
-            tally = _tallies.setdefault(labels, _Tally())
-    return tally
-
-
-def _observe_counts(options: CallbackOptions) -> Iterable[Observation]:
-    with _tallies_lock:
-        counts = [(labels, tally.read()) for labels, tally in _tallies.items()]
-    return [Observation(value, dict(zip(LABEL_KEYS, labels, strict=True))) for labels, value in counts]
-
-
-_meter.create_observable_counter(
-    "mcp.negotiation.count",
-    callbacks=[_observe_counts],
-    unit="{negotiation}",
-    description="Negotiations by era, revision and outcome, repeats of a cached negotiation included",
-)
-DURATION_BUCKETS: Final = (
-    0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5,
-    0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-)  # fmt: skip
-"""Advised histogram boundaries (seconds): negotiating takes microseconds, and the SDK's
-default boundaries (0, 5, 10, ... 10000) would put every observation in the first bucket."""
-duration_histogram = _meter.create_histogram(
-    "mcp.negotiation.duration",
-    unit="s",
-    description="Time spent negotiating one request or handshake (repeats of a cached negotiation excluded)",
-    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-)
-"""`mcp.negotiation.duration`, recorded once per negotiation traced in full."""
 
 
 class Traced:
-    """What a repeat of a traced negotiation needs: the span to link to, and its counter.
+    """What a repeat of a traced negotiation needs: the span to link to.
 
     Kept on the negotiation's `Known` (`Known.traced`), so it goes when the `Known` goes.
     """
 
-    __slots__ = ("count", "link")
+    __slots__ = ("link",)
 
-    def __init__(self, context: SpanContext | None, labels: Labels) -> None:
+    def __init__(self, context: SpanContext | None) -> None:
         self.link = _link_to(context)
         """The link a repeat's span gets (built once: see `otel_seam`); None while the
         negotiation's span was never recorded."""
-        self.count = tally_of(labels).add
-        """Adds one to the tally of the negotiation's metric labels."""
 
 
 _NO_ATTRIBUTES: Final = BoundedAttributes(immutable=True)
@@ -166,11 +95,6 @@ def _bounded(names: Iterable[str]) -> list[str]:
     return sorted({name[:_MAX_ITEM] for name in names})[:MAX_LIST]
 
 
-def revision_label(value: Any) -> str:
-    """Metric-safe revision: known revisions only, so clients cannot inflate cardinality."""
-    return value if isinstance(value, str) and revisions.era(value) != "unknown" else "unknown"
-
-
 def declared_capabilities(capabilities: Mapping[str, Any]) -> list[str]:
     """Capability names a client declared: top-level keys, their sub-keys, extension ids."""
     names: list[str] = []
@@ -181,13 +105,10 @@ def declared_capabilities(capabilities: Mapping[str, Any]) -> list[str]:
     return _bounded(names)
 
 
-def span_attributes(
-    method: str, record: Negotiation, policy: Policy, session_id: str | None
-) -> dict[str, Any]:
-    """The attributes of a successful negotiation's span (also used for the event)."""
+def span_attributes(record: Negotiation, policy: Policy) -> dict[str, Any]:
+    """What only a successful negotiation knows: its span's attributes (and its event's),
+    without the request's own (`request_attributes`)."""
     attributes: dict[str, Any] = {
-        "mcp.method.name": method[:_MAX_ITEM],
-        "mcp.protocol.version": record.protocol_version,
         "network.transport": NETWORK_TRANSPORT[record.transport],
         "mcp.negotiation.era": record.era,
         "mcp.negotiation.outcome": record.outcome,
@@ -198,8 +119,8 @@ def span_attributes(
     }
     if record.requested_version is not None:
         attributes["mcp.negotiation.requested_version"] = record.requested_version[:_MAX_ITEM]
-    if session_id:
-        attributes["mcp.session.id"] = session_id
+    if record.session_id and record.era == "legacy":  # a 2026-07-28 request has no session
+        attributes["mcp.session.id"] = record.session_id
     if policy.record_client_identity:
         if record.client_name:
             attributes["mcp.negotiation.client.name"] = record.client_name[:_MAX_ITEM]
@@ -213,46 +134,52 @@ def span_attributes(
     return attributes
 
 
-def _is_sdk_initialize_span(span: Any) -> bool:
-    """Whether `span` is the SDK's SERVER span of an `initialize` (safe to correct).
+def request_attributes(method: str, revision: str | None, error: str | None) -> dict[str, Any]:
+    """The request's attributes, which `capability_negotiated` carries only where no SDK
+    SERVER span holds them (`_is_sdk_server_span`)."""
+    attributes: dict[str, Any] = {"mcp.method.name": method[:_MAX_ITEM]}
+    if revision is not None:
+        attributes["mcp.protocol.version"] = revision
+    if error is not None:
+        attributes["error.type"] = error
+    return attributes
 
-    Only SERVER spans whose attributes can be read (the SDK's own spans) and that say
-    they are an `initialize` qualify: a user's span, an ASGI server span, or the client's
-    span of an in-process client (current when no server span was opened) is never rewritten.
+
+def _is_sdk_server_span(span: Any) -> bool:
+    """Whether `span` is the SDK's SERVER span of the request (or FastMCP's), which holds the
+    request's attributes and whose `initialize` revision is safe to correct.
+
+    Only SERVER spans whose attributes can be read (the SDK's own spans) and that name their
+    method qualify: a user's span, an ASGI server span, or the client's span of an
+    in-process client (current when no server span was opened) is never written to.
     """
     attributes = getattr(span, "attributes", None)
     return (
         getattr(span, "kind", None) is SpanKind.SERVER
         and isinstance(attributes, Mapping)
-        and attributes.get("mcp.method.name") == "initialize"
+        and isinstance(attributes.get("mcp.method.name"), str)
     )
-
-
-def _metric_labels(era: str, protocol_version: Any, outcome: str) -> Labels:
-    return era, revision_label(protocol_version), outcome
 
 
 def _emit(
     build: Callable[[], dict[str, Any]],
-    labels: Labels,
+    request: dict[str, Any],
+    measure: Callable[[], None],
     duration: float,
-    error: str | None,
     correct_parent: bool,
     carrier: Mapping[str, str] | None = None,
 ) -> SpanContext | None:
-    """Count and time, then start and end the span and add the event.
+    """Measure (`measure`: the metrics), then start and end the span and add the event.
 
-    `build` runs only if something records. Answers the span's context when it was
-    recorded (something to link to), else None. The metrics go first, and each part
-    fails on its own: a broken span pipeline (an exporter, a processor) must not take the
-    metrics with it, nor make every repeat of this negotiation trace it again.
+    `build` (what the negotiation knows) runs only if something records; `request` (the
+    request's attributes, with `error.type` for a refusal) goes on our span only where no
+    SDK SERVER span holds it. Answers the span's context when it was recorded (something to
+    link to), else None. The metrics go first, and each part fails on its own: a broken
+    span pipeline (an exporter, a processor) must not take the metrics with it, nor make
+    every repeat of this negotiation trace it again.
     """
     end = time.time_ns()
-    try:
-        tally_of(labels).add()
-        duration_histogram.record(duration, dict(zip(LABEL_KEYS, labels, strict=True)))
-    except Exception as problem:
-        report(logging.ERROR, _FAILED, exc=problem)
+    measure()
     parent = trace.get_current_span()
     context = None
     if carrier is not None and not parent.get_span_context().is_valid:
@@ -262,19 +189,23 @@ def _emit(
     )
     recorded = span.is_recording()  # asked now: an ended span no longer records
     try:
-        if recorded or parent.is_recording():
+        parent_records = parent.is_recording()
+        if recorded or parent_records:
             attributes = build()
-            if error is not None:
-                attributes["error.type"] = error
+            server = parent_records and _is_sdk_server_span(parent)
+            if not server:
+                attributes.update(request)
+            error = request.get("error.type")
             if recorded:
                 span.set_attributes(attributes)
                 if error is not None:
                     span.set_status(Status(StatusCode.ERROR, f"negotiation refused ({error})"))
-            if parent.is_recording():
+            if parent_records:
                 parent.add_event(SPAN_NAME, attributes)
-                if correct_parent and _is_sdk_initialize_span(parent):
+                agreed = request.get("mcp.protocol.version")
+                if correct_parent and server and agreed is not None:
                     # The SDK's initialize span records its pre-negotiation seed; the agreed one is ours.
-                    parent.set_attribute("mcp.protocol.version", attributes["mcp.protocol.version"])
+                    parent.set_attribute("mcp.protocol.version", agreed)
     except Exception as problem:
         report(logging.ERROR, _FAILED, exc=problem)
     try:
@@ -300,11 +231,11 @@ def _link_appender(kind: type) -> otel_seam.LinkAppender:
 
 
 def repeated(traced: Traced) -> bool:
-    """Count one repeat and link the request's span to the negotiation's span.
+    """Link a repeat's request span to the span of the negotiation it repeats.
 
-    False, with nothing counted, when the request's span records but the negotiation was
-    first seen while nothing recorded: there is no span to link to, so the caller traces
-    it in full (`record_negotiation`). Never raises.
+    False when the request's span records but the negotiation was first seen while nothing
+    recorded: there is no span to link to, so the caller traces it in full
+    (`record_negotiation`). Never raises.
     """
     try:
         if SPAN_SOURCE is not None:
@@ -317,37 +248,35 @@ def repeated(traced: Traced) -> bool:
             kind = type(parent)
             append = _link_appenders.get(kind) or _link_appender(kind)
             append(parent, traced.link)
-        traced.count()
     except Exception as problem:
         report(logging.ERROR, _FAILED, exc=problem)
     return True
 
 
 def record_negotiation(method: str, known: Known, policy: Policy, duration: float) -> None:
-    """Trace a negotiation the first time its `Known` is traced; count and link its repeats.
+    """Trace a negotiation the first time its `Known` is traced; link its repeats.
 
-    A repeat is the very same `Known` again (a memoised envelope, a scoped UCP call): it is
-    counted, and the request's span links to the span that negotiated it, unless the
-    policy wants a span per request or that span was never recorded. Never raises.
+    A repeat is the very same `Known` again (a memoised envelope, a scoped UCP call): the
+    request's span links to the span that negotiated it, unless the policy wants a span per
+    request or that span was never recorded; the metrics count it as one negotiation,
+    however often it is traced. Never raises.
     """
     try:
-        traced = None if policy.trace_every_request else known.traced
-        if traced is not None and repeated(traced):
+        traced = known.traced
+        if traced is not None and not policy.trace_every_request and repeated(traced):
             return
         record = known.record
-        labels = _metric_labels(record.era, record.protocol_version, record.outcome)
+        first = traced is None
         context = _emit(
-            lambda: span_attributes(method, record, policy, record.session_id),
-            labels,
+            lambda: span_attributes(record, policy),
+            request_attributes(method, record.protocol_version, None),
+            lambda: metrics.negotiated(record, policy, duration, first=first),
             duration,
-            None,
             method == "initialize",
         )
-        if policy.trace_every_request:
-            return
         if traced is None:
-            known.traced = Traced(context, labels)
-        else:
+            known.traced = Traced(context)
+        elif traced.link is None:
             traced.link = _link_to(context)  # first seen while nothing recorded: repeats link here now
     except Exception as problem:
         report(logging.ERROR, _FAILED, exc=problem)
@@ -382,24 +311,30 @@ def record_refusal(
     """
     try:
         era = "legacy" if method == "initialize" else revisions.era(protocol_version)
+        requested = refusal.data.get("requested") if isinstance(refusal.data, Mapping) else None
+        if requested is None:
+            requested = _requested_in(params)
 
         def build() -> dict[str, Any]:
-            requested = refusal.data.get("requested") if isinstance(refusal.data, Mapping) else None
-            if requested is None:
-                requested = _requested_in(params)
             attributes: dict[str, Any] = {
-                "mcp.method.name": method[:_MAX_ITEM],
                 "network.transport": NETWORK_TRANSPORT[transport],
                 "mcp.negotiation.era": era,
                 "mcp.negotiation.outcome": "refused",
             }
             if isinstance(requested, str):
                 attributes["mcp.negotiation.requested_version"] = requested[:_MAX_ITEM]
-            if session_id:
+            if session_id and era == "legacy":
                 attributes["mcp.session.id"] = session_id
             return attributes
 
-        _emit(build, _metric_labels(era, None, "refused"), duration, str(refusal.code), False, carrier)
+        _emit(
+            build,
+            request_attributes(method, None, str(refusal.code)),
+            lambda: metrics.refused(method, era, requested, refusal.code, duration),
+            duration,
+            False,
+            carrier,
+        )
     except Exception as problem:
         report(logging.ERROR, _FAILED, exc=problem)
 

@@ -194,6 +194,36 @@ def test_seams_answer_none_on_a_foreign_context() -> None:
     assert seams.connection_state(object()) is None
     assert seams.transport_kind(object()) is None
     assert seams.middleware_list(object()) is None
+    assert seams.on_connection_close(object(), lambda: None) is False
+
+
+@pytest.mark.parametrize("kind", ["memory", "http"])
+async def test_what_is_pushed_on_a_connections_exit_stack_runs_once_it_closes(kind: str) -> None:
+    """`on_connection_close` reaches the SDK's `Connection.exit_stack`, which it unwinds as
+    the connection ends: where a legacy session's duration is recorded."""
+    closed: list[str] = []
+    pushed: list[bool] = []
+    server = MCPServer("closing")
+
+    async def pushing(ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "initialize":
+            pushed.append(seams.on_connection_close(ctx, lambda: closed.append(ctx.method)))
+        return await call_next(ctx)
+
+    chain = seams.middleware_list(server)
+    assert chain is not None
+    chain.append(pushing)
+    if kind == "http":
+        with serve_http(server.streamable_http_app()) as url:
+            async with open_streams("http", url) as streams, legacy_session(streams, "2025-11-25") as pair:
+                await pair[0].list_tools()
+                assert closed == []  # the session is open
+    else:
+        async with open_streams("memory", server) as streams, legacy_session(streams, "2025-11-25") as pair:
+            await pair[0].list_tools()
+            assert closed == []
+    assert pushed == [True]
+    assert closed == ["initialize"]
 
 
 COMMON = {"connection": "Connection", "state": "dict"}

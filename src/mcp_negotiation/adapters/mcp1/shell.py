@@ -27,10 +27,11 @@ from ...core.errors import Refusal
 from ...core.facts import Origin
 from ...core.negotiation import Negotiator, Policy, policy_given
 from ...core.outcome import Known, Outcome
+from ...otel.semconv import TOOL_ERROR
 from .. import instrumenting, listings
 from ..compat import PENDING_REFUSALS, error_data
 from ..installing import negotiate_built, unavailable
-from ..kernel import advertised, apply
+from ..kernel import Answered, advertised, apply
 from ..origin import http_scope, origin, stdio_wrapper
 from . import seams
 
@@ -79,10 +80,14 @@ _servers: weakref.WeakKeyDictionary[Any, V1Negotiation] = weakref.WeakKeyDiction
 _held: weakref.WeakKeyDictionary[Any, Known | Refusal] = weakref.WeakKeyDictionary()
 """What each session holds: its handshake's `Known`, or the refusal of a refused one."""
 _serving: ContextVar[V1Negotiation | None] = ContextVar("mcp_negotiation.v1_serving", default=None)
-_Answering = tuple[str, Outcome, Known, Any]
+_Answering = tuple["_Message", Outcome, Known | None]
 _answering: ContextVar[_Answering | None] = ContextVar("mcp_negotiation.v1_answering", default=None)
-"""Inside a message's handling: (its method, its outcome, the published `Known`, the server's
-reference), for its answer to be amended as the outcome says (a listing, an advertisement)."""
+"""Inside a message's handling: (the message, its outcome, the published `Known`), for its
+answer to be amended as the outcome says (a listing, an advertisement), and kept
+(`_Message.answered_as`)."""
+_Closing = list[Callable[[], object]]
+_closing: ContextVar[_Closing | None] = ContextVar("mcp_negotiation.v1_closing", default=None)
+"""What runs when the session a `Server.run` serves ends (None: a stateless run, no session)."""
 
 
 class _Message:
@@ -90,7 +95,17 @@ class _Message:
     request (`carrier` is the SDK's `RequestResponder`, `answer` the SDK's handling of it)
     or an `initialize` (whose answer the session makes and sends itself)."""
 
-    __slots__ = ("_answer", "_carrier", "_holder", "_method", "_params", "_raw", "_session", "_steered")
+    __slots__ = (
+        "_answer",
+        "_carrier",
+        "_holder",
+        "_method",
+        "_params",
+        "_raw",
+        "_response",
+        "_session",
+        "_steered",
+    )
 
     def __init__(
         self,
@@ -109,6 +124,8 @@ class _Message:
         self._session = session
         self._answer = answer
         self._steered: str | None = None
+        self._response: Any = None
+        """What the SDK answered (`_on_respond`), or the refusal answered instead."""
 
     # --- the facts ------------------------------------------------------------------------
 
@@ -153,6 +170,15 @@ class _Message:
         # Taken only for a session's request: anything else a client sends there is never taken.
         return seams.session_id_sent(seams.http_request(self._carrier)) if type(self.held) is Known else None
 
+    @property
+    def owner(self) -> Any:
+        """A weak reference to the server `negotiate` was given (whose functions listings name)."""
+        return self._holder.owner
+
+    def answered_with(self, response: Any) -> None:
+        """What the SDK answers the message with, as it goes out (`_on_respond`)."""
+        self._response = response
+
     def _request_headers(self) -> Any:
         return getattr(seams.http_request(self._carrier), "headers", None) or {}
 
@@ -169,24 +195,24 @@ class _Message:
         return True
 
     async def forward(self, known: Known | None, outcome: Outcome) -> Any:
-        if known is None:
-            return await self._answer
-        pending = PENDING_REFUSALS.set([])
-        answering = _answering.set((self._method, outcome, known, self._holder.owner))
+        pending = PENDING_REFUSALS.set([]) if known is not None else None
+        answering = _answering.set((self, outcome, known))
         try:
             return await self._answer
         finally:
             _answering.reset(answering)
-            PENDING_REFUSALS.reset(pending)
+            if pending is not None:
+                PENDING_REFUSALS.reset(pending)
 
     async def refuse(self, refusal: Refusal, outcome: Outcome) -> Any:
         """(1.x records no refusals before dispatch, `asgi`: no HTTP layer to tell.)"""
         self._answer.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
+        self._response = error = error_data(refusal)
         if self._method == "initialize":
             with self._carrier:
-                await self._carrier.respond(error_data(refusal))
+                await self._carrier.respond(error)
         else:
-            await self._carrier.respond(error_data(refusal))
+            await self._carrier.respond(error)
         return None
 
     async def empty(self, outcome: Outcome) -> Any:
@@ -194,6 +220,26 @@ class _Message:
 
     def answered(self, result: Any) -> object:
         return self._steered  # 1.x answers the params' version, which `steer` set
+
+    def answered_as(self, result: Any, error: BaseException | None) -> Answered | None:
+        scope = http_scope(seams.http_request(self._carrier))
+        http_version = scope.get("http_version") if scope is not None else None
+        response = self._response
+        if error is not None:
+            return Answered(None, type(error).__qualname__, http_version)
+        if type(response).__name__ == "ErrorData":
+            return Answered(getattr(response, "code", None), None, http_version)
+        if self._method == "tools/call" and _failed(response):
+            return Answered(None, TOOL_ERROR, http_version)
+        return Answered(None, None, http_version)
+
+    def on_close(self, callback: Callable[[bool], object]) -> bool:
+        closing = _closing.get()
+        if closing is None:
+            return False
+        over_http = self.origin.transport == "http"
+        closing.append(lambda: callback(over_http))
+        return True
 
 
 _UNREAD: Any = object()
@@ -207,12 +253,20 @@ def _on_run(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     if holder is None:
         return wrapped(*args, **kwargs)
 
+    # What ends with the run: its session (a stateless run, one HTTP POST, is none).
+    stateless = kwargs.get("stateless", args[4] if len(args) > 4 else False)
+
     async def serving() -> Any:
         token = _serving.set(holder)
+        closing: _Closing | None = None if stateless else []
+        closing_token = _closing.set(closing)
         try:
             return await wrapped(*args, **kwargs)
         finally:
+            _closing.reset(closing_token)
             _serving.reset(token)
+            for ended in closing or ():
+                ended()
 
     return serving()
 
@@ -240,12 +294,18 @@ def _on_handle_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> A
 def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     pending = PENDING_REFUSALS.get()
     response = args[0] if args else kwargs.get("response")
+    answering = _answering.get()
     if pending and _failed(response):
         # A refusal raised inside the handler, which failed with it: answer it as the
         # JSON-RPC error it is. A handler that caught the refusal and answered is answered.
-        return wrapped(error_data(pending[0]))
-    answering = _answering.get()
-    if answering is not None and type(response).__name__ == "ServerResult":
+        response = error_data(pending[0])
+        if answering is not None:
+            answering[0].answered_with(response)
+        return wrapped(response)
+    if answering is None:
+        return wrapped(*args, **kwargs)
+    answering[0].answered_with(response)
+    if type(response).__name__ == "ServerResult" and (answering[1].listing or answering[1].advertise):
         return _answered(wrapped, answering, response)
     return wrapped(*args, **kwargs)
 
@@ -253,13 +313,14 @@ def _on_respond(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 async def _answered(wrapped: Any, answering: _Answering, response: Any) -> Any:
     """Answer as the outcome says: a listing as its client reads it (`listings`), a handshake
     with what the stages advertise."""
-    method, outcome, known, owner = answering
+    message, outcome, known = answering
     if outcome.advertise is not None:
         additions = outcome.advertise
         response = seams.with_experimental(response, lambda capabilities: advertised(capabilities, additions))
     if outcome.listing:
+        owner = message.owner
         server = seams.listing_owner(owner() if owner is not None else None)
-        answered = await listings.listed(method, response.root, server, known)
+        answered = await listings.listed(message.method, response.root, server, known)
         if answered is not response.root:
             response = type(response)(answered)
     return await wrapped(response)

@@ -24,6 +24,7 @@ from ...core import revisions
 from ...core.client_log import report
 from ...core.errors import INVALID_PARAMS, Refusal
 from ...core.negotiation import Policy
+from ...otel import metrics as operations
 from ...otel import spans as telemetry
 
 __all__ = ["JUDGED_MARK", "RefusalRecorder", "record_refusals_asgi"]
@@ -117,7 +118,7 @@ class RefusalRecorder:
             elif refused is not None and kind == "http.response.body":
                 refused.extend(message.get("body", b"")[: _MAX_BODY - len(refused)])
                 if not message.get("more_body", False):
-                    _trace(scope, bytes(refused), self._policy_now, time.perf_counter() - started)
+                    _trace(scope, bytes(refused), self._policy_now, started)
             return send(message)
 
         return self.app(scope, receive, watching_send)
@@ -138,8 +139,9 @@ def record_refusals_asgi(app: ASGIApp, policy: PolicySource | None = None) -> AS
     return recording
 
 
-def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], duration: float) -> None:
-    """Record a pre-dispatch refusal found in a 400 response. Never raises."""
+def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], started: float) -> None:
+    """Record a pre-dispatch refusal found in a 400 response (`started`: when the request came).
+    Never raises."""
     try:
         policy = policy_now()
         if policy is None or scope.get(JUDGED_MARK):
@@ -151,11 +153,12 @@ def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], d
         if refusal.code == INVALID_PARAMS and revisions.era(version) != "modern":
             return  # a legacy request's params, not an envelope
         scope[JUDGED_MARK] = True  # an outer wrapper of the same request stays silent
+        method = _header(scope, b"mcp-method") or "unknown"
         telemetry.record_refusal(
-            _header(scope, b"mcp-method") or "unknown",
+            method,
             refusal,
             policy,
-            duration,
+            time.perf_counter() - started,
             params={"protocolVersion": version} if version else None,
             protocol_version=version,
             transport="http",
@@ -163,6 +166,10 @@ def _trace(scope: Scope, body: bytes, policy_now: Callable[[], Policy | None], d
             # Only the modern entry refuses before dispatch, and modern requests have no
             # session: an `Mcp-Session-Id` header here is the client's word, not the SDK's.
             session_id=None,
+        )
+        # [metrics] the request the SDK answered before dispatch, as the middleware times the rest
+        operations.operation(
+            started, method, version, "http", code=refusal.code, http_version=scope.get("http_version")
         )
     except Exception as problem:
         report(logging.DEBUG, "could not read a refused response", exc=problem)

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult
+from pydantic import ValidationError
 
 from ...core.engine import Engine
 from ...core.errors import Refusal
 from ...core.facts import Origin
 from ...core.negotiation import NO_HEADERS, Policy
 from ...core.outcome import Known, Outcome
+from ...otel.semconv import TOOL_ERROR
 from .. import listings
 from ..compat import as_exception
-from ..kernel import advertised, apply
+from ..kernel import Answered, advertised, apply
 from ..origin import http_scope, origin
 from . import seams
 from .asgi import JUDGED_MARK
@@ -156,8 +160,38 @@ class _Message:
         self._judged(outcome)
         return {}
 
+    def answered_as(self, result: Any, error: BaseException | None) -> Answered | None:
+        if self.origin.on_behalf:
+            return None
+        request = self._ctx.request
+        scope = http_scope(request) if request is not None else None
+        http_version = scope.get("http_version") if scope is not None else None
+        if isinstance(error, MCPError):
+            return Answered(error.error.code, None, http_version)
+        if isinstance(error, ValidationError):  # the SDK answers it as invalid params
+            return Answered(INVALID_PARAMS, None, http_version)
+        if error is not None:
+            return Answered(None, type(error).__qualname__, http_version)
+        if self.method == "tools/call" and _is_tool_error(result):
+            return Answered(None, TOOL_ERROR, http_version)
+        return Answered(None, None, http_version)
+
+    def on_close(self, callback: Callable[[bool], object]) -> bool:
+        over_http = self.origin.transport == "http"
+        if over_http and self.session_id is None:  # stateless HTTP: a connection per POST
+            return False
+        return seams.on_connection_close(self._ctx, lambda: callback(over_http))
+
     def answered(self, result: Any) -> object:
         """Whether a dict or a model (FastMCP), the revision the answer announces."""
         if isinstance(result, Mapping):
             return result.get("protocolVersion")
         return getattr(result, "protocol_version", None)
+
+
+def _is_tool_error(result: object) -> bool:
+    """Whether a `tools/call` result reaches the wire as an error result, as the SDK's own
+    span tells it: the model, or its camelCase dict."""
+    if isinstance(result, CallToolResult):
+        return result.is_error is True
+    return isinstance(result, Mapping) and result.get("isError") is True

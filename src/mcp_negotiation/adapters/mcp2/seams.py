@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
+from contextlib import AsyncExitStack
 from typing import Any, Final
 
 logger = logging.getLogger("mcp_negotiation")
@@ -35,6 +36,21 @@ def connection_state(ctx: Any) -> MutableMapping[str, Any] | None:
     state = getattr(connection_of(ctx), "state", None)
     # `type(...) is dict` first: this runs per request, and the ABC check costs more.
     return state if type(state) is dict or isinstance(state, MutableMapping) else None
+
+
+def on_connection_close(ctx: Any, callback: Callable[[], object]) -> bool:
+    """Have `callback` run when the request's connection closes; False where the SDK offers
+    no way to (then nothing runs).
+
+    The SDK's `Connection.exit_stack` is its public teardown hook ("push cleanup from
+    handlers or middleware"), unwound as the connection ends, whatever ends it; only the
+    way from a middleware's request context to the `Connection` is private (`connection_of`).
+    """
+    stack = getattr(connection_of(ctx), "exit_stack", None)
+    if not isinstance(stack, AsyncExitStack):
+        return False
+    stack.callback(callback)
+    return True
 
 
 def held(ctx: Any, key: str = STATE_KEY) -> object:
