@@ -207,10 +207,11 @@ def render_instructions(
     rows = []
     for guard, per_call in found.items():
         added = per_call["library"] - per_call["empty"]
-        within = "yes" if added <= guard.ceiling else "**no**"
+        ceiling = "reported" if guard.ceiling is None else f"≤ {guard.ceiling:,}"
+        within = "" if guard.ceiling is None else "yes" if added <= guard.ceiling else "**no**"
         rows.append(
             f"| {guard.name} | {per_call['empty']:,.0f} | {per_call['library']:,.0f} | {added:+,.0f}"
-            f" | ≤ {guard.ceiling:,} | {within} |"
+            f" | {ceiling} | {within} |"
         )
     return [
         "## The instruction guard: what the library adds to an in-memory `tools/call`",
@@ -221,7 +222,10 @@ def render_instructions(
         f" path and server forked apart, {args.warmup} calls uninstrumented, then the median over"
         f" {args.runs} runs of {args.calls} calls, less a run of none; then the median over the heap"
         f" layouts of PYTHONHASHSEED 0 to {args.layouts - 1} (`instructions.py` says why). Two runs of the"
-        " same code, one on a loaded machine and one on an idle one, read within 3,500 per call.",
+        " same code, one on a loaded machine and one on an idle one, read within 3,500 per call."
+        " *OTel SDK*: a `TracerProvider`; *with metrics*: a `MeterProvider` too, whose cost is the"
+        " metrics SDK's own recording of every request (the conventions' operation histogram),"
+        " opted into by configuring it: reported, not judged.",
         "",
         "| path | empty SDK middleware, per call | library, per call | added | ceiling | within |",
         "|---|--:|--:|--:|--:|:-:|",
@@ -297,7 +301,10 @@ def main() -> int:
         if reason is None:
             found = instructions.measure(args.runs, args.calls, args.warmup, args.layouts)
             out += ["", *render_instructions(found, args)]
-            failed = any(c["library"] - c["empty"] > guard.ceiling for guard, c in found.items())
+            failed = any(
+                guard.ceiling is not None and c["library"] - c["empty"] > guard.ceiling
+                for guard, c in found.items()
+            )
         else:
             out += ["", f"The instruction guard was not counted: {reason}."]
             failed = True

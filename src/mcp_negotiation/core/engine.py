@@ -81,9 +81,10 @@ class Engine:
         modern = revision in revisions.MODERN
         origin = facts.origin if modern else None
         on_behalf = origin is not None and origin.on_behalf
-        judged = not facts.notification and not (modern and (method == "initialize" or on_behalf))
+        notification = facts.notification
+        judged = not notification and not (modern and (method == "initialize" or on_behalf))
         try:
-            if facts.notification:
+            if notification:
                 # Never refused; a legacy notification still sees its session's record.
                 known, hold = self._held(facts, check=False)
                 return PASS if known is None else Outcome("serve", known, hold=hold)
@@ -205,7 +206,9 @@ class Engine:
                 text = marshal.dumps(envelope, MARSHAL_VERSION)
         except ValueError:  # not plain JSON values (nested past marshal's depth, say): not memoised
             text = None
-        key = (transport, negotiator.withdrawals.now(), text, *headers.items()) if text is not None else None
+        withdrawals = negotiator.withdrawals  # (`now()`, but for reading the day again when due)
+        withdrawn = withdrawals.current if withdrawals.monotonic() < withdrawals.until else withdrawals.now()
+        key = (transport, withdrawn, text, *headers.items()) if text is not None else None
         known = self.memo.get(key) if key is not None else None
         if known is None:
             record = negotiator.request(meta, transport=transport, headers=headers, check_required=False)

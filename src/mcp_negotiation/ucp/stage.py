@@ -145,11 +145,22 @@ class UcpStage:
     def on_request(self, known: Known, facts: Facts, fetched: Fetched) -> Known | Refusal | Need | None:
         if facts.method != "tools/call":
             return None
+        params, headers = facts.params, facts.origin.headers
+        header = headers.get("ucp-agent")
+        named = _named_in_arguments(params)
+        if named is not None:
+            # The URL the arguments name, with the header it came with, agreed on before: the
+            # same inputs validate the same way, so what was kept for them stands while the
+            # resolver holds the very profile it was agreed with.
+            kept = known.derived.get((_SCOPED, named, header))
+            if kept is not None and (held := self._held_profile(named)) is not None and kept[0]() is held:
+                served: Known = kept[2]
+                return served
         policy = self.policy
         try:
             url = platform_profile_url(
-                facts.params,
-                facts.origin.headers,
+                params,
+                headers,
                 session_default=known.session.get(UCP_SESSION_KEY),
                 legacy_meta=policy.legacy_meta,
             )
@@ -165,7 +176,7 @@ class UcpStage:
             assert isinstance(business, Profile)
         except UcpError as failure:
             return policy.offered(failure).to_refusal()
-        key: Hashable = (_SCOPED, url)
+        key: Hashable = (_SCOPED, url, header)
         kept = known.derived.get(key)
         if kept is not None and kept[0]() is platform and kept[1] is business:
             scoped: Known = kept[2]
@@ -181,20 +192,24 @@ class UcpStage:
             known.derive(key, (weakref.ref(platform), business, scoped))
         return scoped
 
+    def _held_profile(self, url: str) -> Profile | None:
+        """What the resolver holds for `url` without I/O (`fresh`), or None."""
+        fresh = self._fresh
+        if fresh is None:
+            return None
+        try:
+            profile = fresh(url)
+        except Exception:  # pluggable code: `resolve` then answers, and its failure is reported
+            return None
+        return profile if isinstance(profile, Profile) else None
+
     def _platform(self, url: str, fetched: Fetched) -> Profile | Need:
         """The platform's profile: fetched for this message, else what the resolver holds
         for `url` without I/O, else a `Need` to fetch it."""
         if url in fetched:
             return _profile_from(fetched[url])
-        fresh = self._fresh
-        if fresh is not None:
-            try:
-                profile = fresh(url)
-            except Exception:  # pluggable code: `resolve` then answers, and its failure is reported
-                profile = None
-            if isinstance(profile, Profile):
-                return profile
-        return Need(url, self.policy.fetcher)
+        profile = self._held_profile(url)
+        return profile if profile is not None else Need(url, self.policy.fetcher)
 
     def _business(self, version: str, fetched: Fetched) -> Profile | Need:
         """The business's profile for a platform at `version`: its own, a pinned one, or the one
@@ -230,6 +245,19 @@ class UcpStage:
                 " version cannot be loaded now",
             ) from None
         return profile
+
+
+def _named_in_arguments(params: Any) -> str | None:
+    """The string `params.arguments.meta["ucp-agent"].profile` holds, unvalidated (a URL with
+    a fragment: None, since validation drops the fragment and the raw string must key
+    nothing the URL without it keys)."""
+    if type(params) is not dict:
+        return None
+    try:
+        url = params["arguments"]["meta"]["ucp-agent"]["profile"]
+    except (KeyError, TypeError):  # absent, or not an object (a list, a string)
+        return None
+    return url if type(url) is str and "#" not in url else None
 
 
 def _profile_from(answer: object) -> Profile:
