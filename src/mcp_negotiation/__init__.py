@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
         requires,
         requires_ucp,
         uninstrument,
+        variant_of,
     )
     from .ucp import UcpPolicy
 
@@ -53,6 +54,7 @@ __all__ = [
     "requires",
     "requires_ucp",
     "uninstrument",
+    "variant_of",
 ]
 
 def __getattr__(name: str) -> Any:

@@ -41,6 +41,7 @@ from .negotiation import (
 )
 from .outcome import EMPTY, PASS, Known, Need, Outcome, TraceKind
 from .stages import Fetched, Stage
+from .variants import GATES, ToolLookup, call_decision
 
 __all__ = ["EXEMPT", "MEMO_SIZE", "NOTHING_FETCHED", "Engine"]
 
@@ -59,9 +60,14 @@ _SERVED: Final = "engine.served"
 class Engine:
     """Applies one `Policy` to every inbound message of one server."""
 
-    def __init__(self, policy: Policy, negotiator: Negotiator | None = None) -> None:
+    def __init__(
+        self, policy: Policy, negotiator: Negotiator | None = None, *, tools: ToolLookup | None = None
+    ) -> None:
         self.policy = policy
         self.negotiator = negotiator or Negotiator(policy)
+        self.tools = tools
+        """What serves the tool a `tools/call` names (the adapter's view of the server's tools):
+        the call is refused, or dispatched to a variant, before the SDK reads its arguments."""
         self.stages: tuple[Stage, ...] = (policy.ucp.stage(),) if policy.ucp is not None else ()
         self.memo: BoundedCache[tuple[Any, ...], Known] = BoundedCache(MEMO_SIZE)
         """The `Known`s of repeated requests, by what they were made from. Read it, never fill it."""
@@ -113,6 +119,12 @@ class Engine:
                     known = self._enveloped(facts, origin, check=check)
                 else:
                     known = self._sessionless(facts, revision)
+            dispatch = None
+            if method == "tools/call" and GATES.any and self.tools is not None:
+                call = self._called(known, facts.params, self.tools)
+                if type(call) is Refusal:
+                    return Outcome("refuse", refusal=call, hold=hold, trace="refused", judged=judged)
+                dispatch = call
             for stage in self.stages:
                 step = stage.on_request(known, facts, fetched)
                 if step is None:
@@ -135,6 +147,7 @@ class Engine:
                     trace=trace,
                     listing=listing,
                     judged=judged,
+                    dispatch=dispatch,
                 )
             # What a repeat is served with is the same every time: made once, kept on its `Known`.
             key = (_SERVED, trace, listing, judged)
@@ -142,7 +155,7 @@ class Engine:
             if served is None:
                 made = Outcome("serve", known, trace=trace, listing=listing, judged=judged)
                 served = known.derive(key, made)
-            return served
+            return served if dispatch is None else served._replace(dispatch=dispatch)
         except NegotiationRefused as refused:
             return self._refused(facts, on_behalf, judged, refused.refusal)
         except Exception as error:
@@ -152,6 +165,13 @@ class Engine:
                 exc=error,
             )
             return Outcome("pass", judged=judged)
+
+    @staticmethod
+    def _called(known: Known, params: Any, tools: ToolLookup) -> Refusal | str | None:
+        """A `tools/call`'s refusal (a tool withheld from this client, before its arguments
+        are read), the variant it is dispatched to, or None (`core.variants.call_decision`)."""
+        name = params.get("name") if type(params) is dict or is_object(params) else None
+        return call_decision(known, name, tools) if type(name) is str else None
 
     def _refused(self, facts: Facts, on_behalf: bool, judged: bool, refusal: Refusal) -> Outcome:
         if on_behalf:
