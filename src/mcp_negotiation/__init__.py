@@ -15,7 +15,15 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .core.errors import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation, Refusal
+from .core.errors import (
+    NegotiationError,
+    NegotiationRefused,
+    NegotiationUnavailable,
+    NoNegotiation,
+    PolicyError,
+    Refusal,
+    UsageError,
+)
 from .core.negotiation import Negotiation, Policy
 
 if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
@@ -42,8 +50,10 @@ __all__ = [
     "NegotiationUnavailable",
     "NoNegotiation",
     "Policy",
+    "PolicyError",
     "Refusal",
     "UcpPolicy",
+    "UsageError",
     "__version__",
     "client_supports",
     "instrument",

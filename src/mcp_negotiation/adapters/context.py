@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 from ..core.client_log import report
-from ..core.errors import NoNegotiation, Refusal
+from ..core.errors import NoNegotiation, PolicyError, Refusal, UsageError
 from ..core.listings import REQUIRES_ATTRIBUTE
 from ..core.negotiation import Negotiation, capability_names, supports
 from ..core.outcome import Known
@@ -90,7 +90,7 @@ def client_supports(ctx: object, feature: FeatureName | str) -> bool:
     """
     if isinstance(ctx, str) and not isinstance(feature, str):
         # Would answer False for every client, silently: the author's slip, raised at once.
-        raise TypeError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
+        raise UsageError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
     entry = _entry_of(ctx)
     return entry is not None and supports(entry.record, feature)
 
@@ -145,11 +145,11 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
     With `UcpPolicy(stamp_results=True)`, a dict result gets the `ucp` block added.
     """
     if not isinstance(root, str) or not root:
-        raise ValueError("requires_ucp() needs a capability name")
+        raise PolicyError("requires_ucp() needs a capability name")
 
     def decorate(fn: _F) -> _F:
         if not inspect.iscoroutinefunction(fn):
-            raise TypeError("requires_ucp() decorates async tool functions")
+            raise UsageError("requires_ucp() decorates async tool functions")
 
         @functools.wraps(fn)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -186,14 +186,14 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
     imported, naming the nearest known name.
     """
     if not features:
-        raise ValueError("requires() needs one or more capability names")
+        raise PolicyError("requires() needs one or more capability names")
     if callable(features[0]):
-        raise TypeError("write @requires('name', ...) with the names it needs, in parentheses")
+        raise UsageError("write @requires('name', ...) with the names it needs, in parentheses")
     names = capability_names(features, "requires()")
 
     def decorate(fn: _F) -> _F:
         if not callable(fn) or isinstance(fn, type):
-            raise TypeError(
+            raise UsageError(
                 f"requires() decorates a function, not {type(fn).__name__}: write @requires(...)"
                 " below @server.tool(), right above the `def`"
             )
@@ -239,7 +239,7 @@ def _refuse_misplaced(server: Any, only: object = None) -> None:
     for fn in seams.registered_functions(server):
         if fn is not None and (fn is only if only is not None else fn in _gated):
             name = getattr(fn, "__name__", repr(fn))
-            raise TypeError(
+            raise UsageError(
                 f"@requires(...) is above the decorator that registered {name} (@server.tool(),"
                 f" @server.prompt()): {name} was registered without the check, so every client would"
                 " be served; write @requires(...) below that decorator, right above the `def`"

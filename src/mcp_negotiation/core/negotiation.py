@@ -26,7 +26,9 @@ from .errors import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
     NegotiationRefused,
+    PolicyError,
     Refusal,
+    UsageError,
 )
 from .frozen_json import Budget, NotFreezable, footprint, freeze, is_object, thaw
 from .revisions import FEATURES, Era, FeatureName
@@ -212,7 +214,7 @@ def capability_names(names: str | Iterable[str], where: str) -> tuple[str, ...]:
     for name in result:
         problem = feature_name_problem(name, client_only=True, where=where)
         if problem is not None:
-            raise ValueError(problem)
+            raise PolicyError(problem)
     return result
 
 
@@ -289,22 +291,24 @@ class Policy:
             shown = name[:_MAX_NAME_SHOWN]
             nearest = _nearest(shown, _POLICY_KEYWORDS)
             hint = f"did you mean {nearest!r}?" if nearest else f"its keywords: {', '.join(_POLICY_KEYWORDS)}"
-            raise TypeError(f"Policy() got an unexpected keyword argument {shown!r}; {hint}")
+            raise UsageError(f"Policy() got an unexpected keyword argument {shown!r}; {hint}")
         return object.__new__(cls)
 
     def __post_init__(self) -> None:
         for name in ("min_revision", "max_revision"):
             value = getattr(self, name)
             if value is not None and revisions.era(value) == "unknown":
-                raise ValueError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
+                raise PolicyError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
         if not all(callable(getattr(self.clock, name, None)) for name in ("today", "monotonic")):
-            raise TypeError(f"clock must have today() and monotonic(), like SYSTEM_CLOCK; got {self.clock!r}")
+            raise UsageError(
+                f"clock must have today() and monotonic(), like SYSTEM_CLOCK; got {self.clock!r}"
+            )
         if self.advertise not in ("modern", "all"):
-            raise ValueError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
+            raise PolicyError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
         for name in ("strict", "record_client_identity", "trace_every_request", "hide_unusable"):
             value = getattr(self, name)
             if type(value) is not bool:  # "false" is true: a switch read by truth would flip
-                raise TypeError(f"{name} must be True or False; got {value!r}")
+                raise UsageError(f"{name} must be True or False; got {value!r}")
         object.__setattr__(
             self,
             "required_capabilities",
@@ -313,12 +317,12 @@ class Policy:
         # Whatever makes a stage (`stages.StageSource`), checked by what it offers: the core
         # names no stage's types.
         if self.ucp is not None and not callable(getattr(self.ucp, "stage", None)):
-            raise ValueError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
+            raise PolicyError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
         withhold = frozenset((self.withhold,) if isinstance(self.withhold, str) else self.withhold)
         for name in withhold:
             problem = feature_name_problem(name, client_only=False, where="withhold")
             if problem is not None:
-                raise ValueError(problem)
+                raise PolicyError(problem)
         object.__setattr__(self, "withhold", withhold)
         # Named here because the window's own check would call it `removal`.
         revisions.require_day("removal_date", self.removal_date)
@@ -327,14 +331,14 @@ class Policy:
         withdrawn = self.withdrawn()
         bounds = self._bounds()
         if not bounds:
-            raise ValueError("the policy accepts no revision: check min_revision and max_revision")
+            raise PolicyError("the policy accepts no revision: check min_revision and max_revision")
         required = self.required_capabilities
         for name in required:
             # Either would refuse every request: a configuration error, like a misspelt name.
             if _is_withheld(name, withdrawn):
-                raise ValueError(f"required_capabilities names {name!r}, which the policy withholds")
+                raise PolicyError(f"required_capabilities names {name!r}, which the policy withholds")
             if not any(required_at(name, revision) for revision in bounds):
-                raise ValueError(
+                raise PolicyError(
                     f"required_capabilities names {name!r}, which no accepted revision"
                     f" ({bounds[0]} to {bounds[-1]}) has"
                 )
@@ -345,7 +349,7 @@ class Policy:
                 for name in required
                 if not all(required_at(name, r) for r in bounds)
             )
-            raise ValueError(
+            raise PolicyError(
                 f"required_capabilities names {', '.join(map(repr, required))}, which no accepted"
                 f" revision ({bounds[0]} to {bounds[-1]}) has together: {where}"
             )
@@ -566,7 +570,7 @@ def policy_given(policy: object, who: str) -> Policy:
     if policy is None:
         return Policy()
     if not isinstance(policy, Policy):
-        raise TypeError(f"{who} takes a mcp_negotiation.Policy, not {type(policy).__name__}")
+        raise UsageError(f"{who} takes a mcp_negotiation.Policy, not {type(policy).__name__}")
     return policy
 
 
