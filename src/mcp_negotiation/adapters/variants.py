@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, TypeVar
 
+from ..core.errors import UsageError
 from ..core.listings import REQUIRES_ATTRIBUTE
 from ..core.variants import GATES, VARIANT_ATTRIBUTE, Implementation, Served, VariantOf, variants_by_base
 from .mcp2 import seams
@@ -45,17 +46,17 @@ def variant_of(base: str, *, when: str | Collection[str] = (), unless: str | Col
 
     def decorate(fn: _F) -> _F:
         if not callable(fn) or isinstance(fn, type):
-            raise TypeError(
+            raise UsageError(
                 f"variant_of() decorates a function, not {type(fn).__name__}: write @variant_of(...)"
                 " below @server.tool(), right above the `def`"
             )
         existing = getattr(fn, VARIANT_ATTRIBUTE, None)
         if existing is not None and existing != marking:
-            raise TypeError(f"{getattr(fn, '__name__', fn)!r} is already a variant of {existing.base!r}")
+            raise UsageError(f"{getattr(fn, '__name__', fn)!r} is already a variant of {existing.base!r}")
         try:
             setattr(fn, VARIANT_ATTRIBUTE, marking)
         except AttributeError:
-            raise TypeError("variant_of() decorates a function that takes attributes (a def)") from None
+            raise UsageError("variant_of() decorates a function that takes attributes (a def)") from None
         _BASES.add(base)
         GATES.any = True
         return fn

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from .errors import INVALID_PARAMS, Refusal
+from .errors import INVALID_PARAMS, PolicyError, Refusal
 from .negotiation import Negotiation, capability_names, supports
 from .outcome import Known
 
@@ -79,7 +79,7 @@ class VariantOf:
 
     def __post_init__(self) -> None:
         if not isinstance(self.base, str) or not self.base:
-            raise ValueError("variant_of() needs the name of the tool it is a variant of")
+            raise PolicyError("variant_of() needs the name of the tool it is a variant of")
         object.__setattr__(self, "when", capability_names(self.when, "variant_of(when=...)"))
         object.__setattr__(self, "unless", capability_names(self.unless, "variant_of(unless=...)"))
 

@@ -3,6 +3,7 @@ list each session only what it can use (issue 25), over memory, stdio and HTTP."
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -86,6 +87,25 @@ async def test_each_session_lists_only_what_it_can_use(endpoint: Any) -> None:
         listed = _metas(await client.list_tools())
     # Stateless HTTP: the handshake's capabilities are gone, so nothing is assumed.
     assert listed == ({"echo": None} if kind == "http-stateless" else {"summarize": SAMPLING, "echo": None})
+
+
+@pytest.mark.parametrize("hide", [False, True])
+async def test_a_withheld_tool_is_refused_before_its_arguments_are_read(endpoint: Any, hide: bool) -> None:
+    # `{}` lacks the `text` the schema requires: FastMCP's validation would name it (and
+    # `summarizeArguments`); the refusal comes first and names what the session lacks only.
+    kind, make = endpoint
+    target = make(hide)
+    async with session(kind, target, REVISION, {}) as (client, _):
+        with pytest.raises(McpError) as refused:
+            await client.call_tool("summarize", {})
+    error = refused.value.error
+    assert (error.code, error.data) == (-32021, {"requiredCapabilities": SAMPLING[KEY]})
+    exposed = json.dumps(error.model_dump(mode="json"))
+    assert "text" not in exposed and "Arguments" not in exposed, exposed
+    if kind != "http-stateless":  # (where no handshake's capabilities are kept, every call is refused)
+        async with session(kind, target, REVISION, {"sampling": {}}) as (client, _):
+            validated = await client.call_tool("summarize", {})
+        assert validated.isError and "text" in str(validated.content)
 
 
 async def test_entries_without_requirements_are_listed_as_without_the_library() -> None:
