@@ -3,8 +3,9 @@ scoped on request.
 
 Both SDK adapters hand a listing's answer here when the engine's outcome says it is one
 (`Outcome.listing`); what an entry declares, which variant it is listed as and which
-entries a client sees is decided in the core (`mcp_negotiation.core.listings`). A listing is rare next to calls, so the lookups
-it costs (the server's registered functions) are made per listing.
+entries a client sees is decided in the core (`mcp_negotiation.core.listings`). A listing
+is rare next to calls, so the lookups it costs (the server's registered functions) are
+made per listing.
 """
 
 from __future__ import annotations
@@ -60,7 +61,11 @@ async def _elsewhere(server: Any, method: str, wire: Mapping[str, Any], served: 
     (a paging FastMCP server's), which may be the ones chosen here; None when there are none."""
     field, key_name = LISTINGS[method]
     entries = wire.get(field)
-    page = {entry.get(key_name) for entry in entries if isinstance(entry, Mapping)} if isinstance(entries, list) else set()
+    page = (
+        {entry.get(key_name) for entry in entries if isinstance(entry, Mapping)}
+        if isinstance(entries, list)
+        else set()
+    )
     wanted = {
         variant.key
         for key in page

@@ -28,7 +28,9 @@ _BASES: set[str] = set()
 other name needs no look at the server's other tools."""
 
 
-def variant_of(base: str, *, when: str | Collection[str] = (), unless: str | Collection[str] = ()) -> Callable[[_F], _F]:
+def variant_of(
+    base: str, *, when: str | Collection[str] = (), unless: str | Collection[str] = ()
+) -> Callable[[_F], _F]:
     """Mark a tool as a variant of the tool `base`: listed, under `base`'s name, and called,
     for the clients it is chosen for, in place of `base`'s own implementation.
 
@@ -100,7 +102,11 @@ def served_from(functions: Mapping[str, Any], *, variants: bool = True) -> dict[
         key: found for key, fn in functions.items() if (found := implementation(key, fn)) is not None
     }
     if not variants:
-        return {key: Served(found._replace(variant=None)) for key, found in implementations.items() if found.requires}
+        return {
+            key: Served(found._replace(variant=None))
+            for key, found in implementations.items()
+            if found.requires
+        }
     bases = variants_by_base(tuple(implementations.values()))
     served = {key: Served(found, bases.get(key, ())) for key, found in implementations.items()}
     for base, listed in bases.items():
@@ -113,21 +119,21 @@ class RegisteredTools:
     """The engine's `ToolLookup` for one server: what serves the tool a call names, read from
     the function the server registered under that name (and, for a base, its variants)."""
 
-    __slots__ = ("__weakref__", "_find", "_found", "_server")
+    __slots__ = ("__weakref__", "_find", "_found", "_held_server")
 
     def __init__(self, find: Callable[[], Any]) -> None:
         self._find = find
         """The server holding the tools, found at the first call (the owner of a lowlevel server
         `instrument()` reached holds none until its own constructor is done)."""
         self._found = False
-        self._server: weakref.ReferenceType[Any] | None = None
+        self._held_server: weakref.ReferenceType[Any] | None = None
 
     def _holder(self) -> Any:
         if self._found:
-            return self._server() if self._server is not None else None
+            return self._held_server() if self._held_server is not None else None
         held = self._find()
         try:
-            self._server = weakref.ref(held) if held is not None else None
+            self._held_server = weakref.ref(held) if held is not None else None
             self._found = True
         except TypeError:  # a server that takes no weak reference: found again at each call
             pass

@@ -122,7 +122,7 @@ class Engine:
             dispatch = None
             if method == "tools/call" and GATES.any and self.tools is not None:
                 call = self._called(known, facts.params, self.tools)
-                if type(call) is Refusal:
+                if isinstance(call, Refusal):
                     return Outcome("refuse", refusal=call, hold=hold, trace="refused", judged=judged)
                 dispatch = call
             for stage in self.stages:

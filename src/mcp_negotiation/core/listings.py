@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
 from .errors import PolicyError, UsageError
-from .negotiation import capability_names, required_capabilities_object
+from .negotiation import capability_names, required_capabilities_object, supports
 from .outcome import Known
-from .variants import CAPABILITY_SCOPE_META_KEY, Served, choose, scope_fingerprint
+from .variants import CAPABILITY_SCOPE_META_KEY, Implementation, Served, choose, scope_fingerprint
 
 __all__ = [
     "LISTINGS",
@@ -115,8 +115,9 @@ def catalogued(
     `required_capabilities_meta`) keeps them. A chosen variant's entry is the one on this
     page, else the one in `elsewhere` (a paging server's other pages), listed under the
     base's name (and title). A listing that depended on the client (scoped) carries the
-    fingerprint of its decisions under `_meta[CAPABILITY_SCOPE_META_KEY]`, and goes out
-    `cacheScope: "private"` where the server said `"public"`. An entry nothing applies to is
+    fingerprint of the capabilities it was scoped by under `_meta[CAPABILITY_SCOPE_META_KEY]`
+    (`variants.scope_fingerprint`), and goes out `cacheScope: "private"` where the server
+    said `"public"`. An entry nothing applies to is
     left as it is, the same object; `result` itself is returned when nothing changed.
     """
     field, key_name = LISTINGS[method]
@@ -130,8 +131,9 @@ def catalogued(
         if isinstance(entry, Mapping) and isinstance(entry.get(key_name), str)
     }
     listed: list[Any] = []
-    decisions: dict[str, str | None] = {}
-    """Each entry whose listing depended on the client: what serves it, None where hidden."""
+    scope: set[str] = set()
+    """The capability names this listing's choices read (requirements hidden by, conditions
+    of variants): what it was scoped by."""
     changed = False
     for entry in entries:
         key = entry.get(key_name) if isinstance(entry, Mapping) else None
@@ -152,8 +154,8 @@ def catalogued(
                 else:
                     entry = _renamed(found, entry, key_name)
                     changed = True
-            if served.variants:
-                decisions[key] = chosen.key
+            for variant in served.variants:
+                scope.update(served.tool.requires, *_conditions(variant))
             names = chosen.requires
         meta = entry.get("_meta")
         if names:
@@ -165,23 +167,28 @@ def catalogued(
         elif isinstance(meta, Mapping) and REQUIRED_CAPABILITIES_META_KEY in meta:
             names = requirement_names(meta[REQUIRED_CAPABILITIES_META_KEY])
         if names and hide and known is not None:
+            scope.update(names)
             if known.negotiator.missing_required(known.record, names) is not None:
-                decisions[key] = None
                 changed = True
                 continue
-            decisions.setdefault(key, key)
         listed.append(entry)
-    if not decisions:
+    if not scope or record is None:
         return {**result, field: listed} if changed else result
     # What this client was listed is this client's: no shared cache may hand it to another,
     # and a cache of its own tells it from what another scope was listed by the fingerprint.
     meta = result.get("_meta")
     kept = meta if isinstance(meta, Mapping) else {}
-    fingerprint = scope_fingerprint(decisions)
+    fingerprint = scope_fingerprint({name: supports(record, name) for name in scope})
     answered = {**result, field: listed, "_meta": {**kept, CAPABILITY_SCOPE_META_KEY: fingerprint}}
     if result.get("cacheScope") == "public":
         answered["cacheScope"] = "private"
     return answered
+
+
+def _conditions(implementation: Implementation) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names a variant's condition reads (`when`, `unless`)."""
+    variant = implementation.variant
+    return (variant.when, variant.unless) if variant is not None else ((), ())
 
 
 def _renamed(found: Mapping[str, Any], base: Mapping[str, Any], key_name: str) -> dict[str, Any]:

@@ -46,6 +46,7 @@ VARIANT_ATTRIBUTE: Final = "__mcp_negotiation_variant__"
 """Where `@variant_of` leaves its `VariantOf`, on the function it marks."""
 CAPABILITY_SCOPE_META_KEY: Final = "dev.mcp-negotiation/capabilityScope"
 """The key, in a scoped listing's result `_meta`, of the fingerprint of the scope it was made for."""
+_FINGERPRINT_DIGITS: Final = 16
 _MAX_NAME_SHOWN: Final = 128
 """Characters of a tool name an unknown-tool answer repeats (a registered name: the server's)."""
 
@@ -150,13 +151,14 @@ def call_decision(known: Known, name: str, lookup: ToolLookup) -> Refusal | str 
     return chosen.key if chosen is not tool else None
 
 
-def scope_fingerprint(decisions: Mapping[str, str | None]) -> str:
-    """A stable fingerprint of the scope a listing was made for: `decisions` maps each entry
-    whose listing depended on the client (one with requirements, or with variants) to the
-    implementation that serves it, None where it was hidden. Equal decisions, equal
-    fingerprints, in whatever order they were made; `sha256:` and 64 hex digits."""
-    text = json.dumps(decisions, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+def scope_fingerprint(view: Mapping[str, bool]) -> str:
+    """A short, stable fingerprint of the capability scope a listing was made for: `view`
+    maps each capability name the listing's choices read to whether this client has it (as
+    `client_supports` answers). Equal views, equal fingerprints, in whatever order the names
+    were read; two views that differ in any name differ (short of a 64-bit collision). 16 hex
+    digits of a SHA-256: it tells scopes apart, it guards nothing."""
+    text = json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:_FINGERPRINT_DIGITS]
 
 
 def variants_by_base(implementations: Sequence[Implementation]) -> dict[str, tuple[Implementation, ...]]:

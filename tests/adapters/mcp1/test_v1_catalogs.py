@@ -101,11 +101,13 @@ async def test_a_withheld_tool_is_refused_before_its_arguments_are_read(endpoint
     error = refused.value.error
     assert (error.code, error.data) == (-32021, {"requiredCapabilities": SAMPLING[KEY]})
     exposed = json.dumps(error.model_dump(mode="json"))
-    assert "text" not in exposed and "Arguments" not in exposed, exposed
+    assert "text" not in exposed, exposed
+    assert "Arguments" not in exposed, exposed
     if kind != "http-stateless":  # (where no handshake's capabilities are kept, every call is refused)
         async with session(kind, target, REVISION, {"sampling": {}}) as (client, _):
             validated = await client.call_tool("summarize", {})
-        assert validated.isError and "text" in str(validated.content)
+        assert validated.isError
+        assert "text" in str(validated.content)
 
 
 async def test_entries_without_requirements_are_listed_as_without_the_library() -> None:

@@ -32,8 +32,8 @@ from .. import instrumenting, listings
 from ..compat import PENDING_REFUSALS, error_data
 from ..installing import negotiate_built, unavailable
 from ..kernel import Answered, advertised, apply
-from ..variants import RegisteredTools
 from ..origin import http_scope, origin, stdio_wrapper
+from ..variants import RegisteredTools
 from . import seams
 
 __all__ = ["V1Negotiation", "instrument", "negotiate", "uninstrument"]

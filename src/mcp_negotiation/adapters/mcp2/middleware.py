@@ -28,8 +28,8 @@ from ...otel.semconv import TOOL_ERROR
 from .. import listings
 from ..compat import as_exception
 from ..kernel import Answered, advertised, apply
-from ..variants import RegisteredTools
 from ..origin import http_scope, origin
+from ..variants import RegisteredTools
 from . import seams
 from .asgi import JUDGED_MARK
 
