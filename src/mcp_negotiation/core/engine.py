@@ -40,8 +40,8 @@ from .negotiation import (
     retained_size,
 )
 from .outcome import EMPTY, PASS, Known, Need, Outcome, TraceKind
-from .stages import Fetched, Stage
-from .variants import GATES, ToolLookup, call_decision
+from .stages import Dispatch, Fetched, Stage
+from .variants import ToolLookup, ToolStage
 
 __all__ = ["EXEMPT", "MEMO_SIZE", "NOTHING_FETCHED", "Engine"]
 
@@ -65,10 +65,12 @@ class Engine:
     ) -> None:
         self.policy = policy
         self.negotiator = negotiator or Negotiator(policy)
-        self.tools = tools
-        """What serves the tool a `tools/call` names (the adapter's view of the server's tools):
-        the call is refused, or dispatched to a variant, before the SDK reads its arguments."""
-        self.stages: tuple[Stage, ...] = (policy.ucp.stage(),) if policy.ucp is not None else ()
+        # `tools`: what serves the tool a `tools/call` names (the adapter's view of the server's
+        # tools), for the stage that refuses a withheld tool or dispatches to a variant first.
+        stages: list[Stage] = [ToolStage(tools)] if tools is not None else []
+        if policy.ucp is not None:
+            stages.append(policy.ucp.stage())
+        self.stages: tuple[Stage, ...] = tuple(stages)
         self.memo: BoundedCache[tuple[Any, ...], Known] = BoundedCache(MEMO_SIZE)
         """The `Known`s of repeated requests, by what they were made from. Read it, never fill it."""
         self._advertised = {
@@ -120,14 +122,12 @@ class Engine:
                 else:
                     known = self._sessionless(facts, revision)
             dispatch = None
-            if method == "tools/call" and GATES.any and self.tools is not None:
-                call = self._called(known, facts.params, self.tools)
-                if isinstance(call, Refusal):
-                    return Outcome("refuse", refusal=call, hold=hold, trace="refused", judged=judged)
-                dispatch = call
             for stage in self.stages:
                 step = stage.on_request(known, facts, fetched)
                 if step is None:
+                    continue
+                if type(step) is Dispatch:
+                    dispatch = step.name
                     continue
                 if type(step) is Need:
                     return Outcome("pass", need=step, judged=judged)
@@ -165,13 +165,6 @@ class Engine:
                 exc=error,
             )
             return Outcome("pass", judged=judged)
-
-    @staticmethod
-    def _called(known: Known, params: Any, tools: ToolLookup) -> Refusal | str | None:
-        """A `tools/call`'s refusal (a tool withheld from this client, before its arguments
-        are read), the variant it is dispatched to, or None (`core.variants.call_decision`)."""
-        name = params.get("name") if type(params) is dict or is_object(params) else None
-        return call_decision(known, name, tools) if type(name) is str else None
 
     def _refused(self, facts: Facts, on_behalf: bool, judged: bool, refusal: Refusal) -> Outcome:
         if on_behalf:

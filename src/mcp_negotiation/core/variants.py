@@ -9,9 +9,9 @@ call of it is answered as an unknown tool: what a client may call is what it was
 
 The same choice (`choose`) decides the listing and the call, from the same record
 `client_supports` answers from, so a client is always served the variant it was shown. The
-call rule (`call_decision`) also refuses, with -32021, a call of a tool whose requirements
-(`@requires`) the client does not meet, before the SDK validates the arguments: the answer
-to a tool withheld from a client names no parameter of it.
+call rule (`call_decision`, the engine's `ToolStage`) also refuses, with -32021, a call of
+a tool whose requirements (`@requires`) the client does not meet, before the SDK validates
+the arguments: the answer to a tool withheld from a client names no parameter of it.
 
 Pure: no SDK import. The adapters say what serves a name (`Served`), the core decides.
 """
@@ -25,8 +25,11 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from .errors import INVALID_PARAMS, PolicyError, Refusal
+from .facts import Facts
+from .frozen_json import is_object
 from .negotiation import Negotiation, capability_names, supports
 from .outcome import Known
+from .stages import Dispatch, Fetched
 
 __all__ = [
     "CAPABILITY_SCOPE_META_KEY",
@@ -35,6 +38,7 @@ __all__ = [
     "Implementation",
     "Served",
     "ToolLookup",
+    "ToolStage",
     "VariantOf",
     "call_decision",
     "choose",
@@ -149,6 +153,34 @@ def call_decision(known: Known, name: str, lookup: ToolLookup) -> Refusal | str 
         if refusal is not None:
             return refusal
     return chosen.key if chosen is not tool else None
+
+
+class ToolStage:
+    """The engine's stage for a server's tools: a `tools/call` refused (a tool withheld from
+    this client, a variant's own name) or dispatched to a variant, as `call_decision` says,
+    before anything reads its arguments. It advertises nothing and keeps nothing; until
+    something in the process is gated (`GATES`), it looks at nothing either."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self, tools: ToolLookup) -> None:
+        self._tools = tools
+
+    def advertisement(self, era: str) -> None:
+        return None
+
+    def session(self, params: object) -> None:
+        return None
+
+    def on_request(self, known: Known, facts: Facts, fetched: Fetched) -> Refusal | Dispatch | None:
+        if not GATES.any or facts.method != "tools/call":
+            return None
+        params = facts.params
+        name = params.get("name") if type(params) is dict or is_object(params) else None
+        if type(name) is not str:
+            return None  # the SDK answers a call without a name
+        decided = call_decision(known, name, self._tools)
+        return Dispatch(decided) if isinstance(decided, str) else decided
 
 
 def scope_fingerprint(view: Mapping[str, bool]) -> str:
