@@ -536,6 +536,8 @@ async def test_fastmcp_tools_declare_and_hide_across_its_pages() -> None:
     async with modern(_fastmcp(True)._mcp_server) as client:
         assert await _all_pages(client) == (["echo", "plain"], 2)
         await _refusal(client.call_tool("ask", {"text": "x"}))
+        # Refused before FastMCP validates what it was given, as on an MCPServer.
+        assert await _refusal(client.call_tool("summarize", {})) == {"requiredCapabilities": SAMPLING[KEY]}
     async with modern(_fastmcp(True)._mcp_server, sampling_callback=_sample) as client:
         assert (await _all_pages(client))[0] == ["summarize", "echo", "plain"]
 
