@@ -44,6 +44,7 @@ __all__ = [
     "choose",
     "scope_fingerprint",
     "unknown_tool",
+    "variants_by_base",
 ]
 
 VARIANT_ATTRIBUTE: Final = "__mcp_negotiation_variant__"

@@ -202,3 +202,6 @@ async def test_a_fastmcp_server_built_under_instrument_declares_its_requirements
         assert _metas(await client.list_tools()) == {"summarize": SAMPLING, "echo": None}
     async with session("memory", server, REVISION, {}) as (client, _):
         assert _metas(await client.list_tools()) == {"echo": None}
+        with pytest.raises(McpError) as refused:  # before FastMCP validates the missing `text`
+            await client.call_tool("summarize", {})
+    assert refused.value.error.data == {"requiredCapabilities": SAMPLING[KEY]}

@@ -225,6 +225,8 @@ async def test_a_server_built_under_instrument_declares_its_requirements() -> No
         assert _metas(await client.list_tools()) == {"summarize": SAMPLING}
     async with modern(server) as client:
         assert _metas(await client.list_tools()) == {}
+        # The tools it registered after `instrument()` reached it are refused before validation too.
+        assert await _refusal(client.call_tool("summarize", {})) == {"requiredCapabilities": SAMPLING[KEY]}
 
 
 async def test_a_failure_of_ours_lists_what_the_server_made(
