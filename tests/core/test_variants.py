@@ -109,6 +109,8 @@ def test_the_engine_decides_a_call_before_anything_reads_its_arguments() -> None
     assert refused.action == "refuse"
     assert refused.refusal is not None
     assert refused.refusal.code == -32021
+    # The tool's answer, not a refused negotiation: the negotiation is traced as made.
+    assert (refused.trace, refused.known is not None) == ("negotiated", True)
     assert (dispatched.action, dispatched.dispatch) == ("serve", "lookup")
     assert again.dispatch == "lookup"  # a repeat served from the memo is dispatched the same
     assert (served.action, served.dispatch) == ("serve", None)

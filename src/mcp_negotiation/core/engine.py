@@ -66,10 +66,11 @@ class Engine:
         self.policy = policy
         self.negotiator = negotiator or Negotiator(policy)
         # `tools`: what serves the tool a `tools/call` names (the adapter's view of the server's
-        # tools), for the stage that refuses a withheld tool or dispatches to a variant first.
-        stages: list[Stage] = [ToolStage(tools)] if tools is not None else []
-        if policy.ucp is not None:
-            stages.append(policy.ucp.stage())
+        # tools), for the stage that refuses a withheld tool or dispatches to a variant: the
+        # last, once the call's negotiation (and its UCP scope) stands.
+        stages: list[Stage] = [policy.ucp.stage()] if policy.ucp is not None else []
+        if tools is not None:
+            stages.append(ToolStage(tools))
         self.stages: tuple[Stage, ...] = tuple(stages)
         self.memo: BoundedCache[tuple[Any, ...], Known] = BoundedCache(MEMO_SIZE)
         """The `Known`s of repeated requests, by what they were made from. Read it, never fill it."""
@@ -127,6 +128,11 @@ class Engine:
                 if step is None:
                     continue
                 if type(step) is Dispatch:
+                    if step.refusal is not None:  # the tool's answer; the negotiation is traced
+                        trace_kind: TraceKind | None = "negotiated" if traced else None
+                        return Outcome(
+                            "refuse", known, refusal=step.refusal, hold=hold, trace=trace_kind, judged=judged
+                        )
                     dispatch = step.name
                     continue
                 if type(step) is Need:

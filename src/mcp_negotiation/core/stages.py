@@ -26,10 +26,14 @@ the exception its resolver raised."""
 
 
 class Dispatch(NamedTuple):
-    """A stage's word that the `tools/call` is served by the registered tool `name`, not the
-    one it names (a variant chosen for this client); later stages still decide."""
+    """A stage's word on the `tools/call` it was given, beyond its negotiation: served by the
+    registered tool `name` instead of the one it names (a variant chosen for this client), or
+    refused with `refusal` as the tool's own answer (a tool withheld from this client). The
+    negotiation stands either way, and is traced as what it is: a tool refused is not a
+    negotiation refused."""
 
-    name: str
+    name: str | None = None
+    refusal: Refusal | None = None
 
 
 class Stage(Protocol):
@@ -49,8 +53,8 @@ class Stage(Protocol):
         self, known: Known, facts: Facts, fetched: Fetched
     ) -> Known | Refusal | Need | Dispatch | None:
         """What this request's negotiation becomes: a `Known` to publish instead (derived
-        from `known`), a refusal, a `Need` to be met first, the tool to dispatch to, or None
-        (`known` stands)."""
+        from `known`), a refusal, a `Need` to be met first, a `Dispatch`, or None (`known`
+        stands)."""
         ...
 
 

@@ -157,10 +157,10 @@ def call_decision(known: Known, name: str, lookup: ToolLookup) -> Refusal | str 
 
 
 class ToolStage:
-    """The engine's stage for a server's tools: a `tools/call` refused (a tool withheld from
-    this client, a variant's own name) or dispatched to a variant, as `call_decision` says,
-    before anything reads its arguments. It advertises nothing and keeps nothing; until
-    something in the process is gated (`GATES`), it looks at nothing either."""
+    """The engine's stage for a server's tools, the last: a `tools/call` refused (a tool
+    withheld from this client, a variant's own name) or dispatched to a variant, as
+    `call_decision` says, before the SDK reads its arguments. It advertises nothing and keeps
+    nothing; until something in the process is gated (`GATES`), it looks at nothing either."""
 
     __slots__ = ("_tools",)
 
@@ -173,7 +173,7 @@ class ToolStage:
     def session(self, params: object) -> None:
         return None
 
-    def on_request(self, known: Known, facts: Facts, fetched: Fetched) -> Refusal | Dispatch | None:
+    def on_request(self, known: Known, facts: Facts, fetched: Fetched) -> Dispatch | None:
         if not GATES.any or facts.method != "tools/call":
             return None
         params = facts.params
@@ -181,7 +181,9 @@ class ToolStage:
         if type(name) is not str:
             return None  # the SDK answers a call without a name
         decided = call_decision(known, name, self._tools)
-        return Dispatch(decided) if isinstance(decided, str) else decided
+        if decided is None:
+            return None
+        return Dispatch(decided) if isinstance(decided, str) else Dispatch(refusal=decided)
 
 
 def scope_fingerprint(view: Mapping[str, bool]) -> str:
