@@ -107,6 +107,12 @@ async def test_each_client_is_listed_and_served_its_variant(endpoint: tuple[str,
     assert _schemas(legacy_plain) == PLAIN
     # Legacy stateless HTTP: what the handshake declared is gone, so the fallbacks serve.
     assert _schemas(legacy_full) == (PLAIN if kind == "http-stateless" else FULL)
+    if kind != "http-stateless":  # the user asked and the model sampled mid-call, as legacy does
+        async with Client(
+            target, mode="legacy", elicitation_callback=_elicit, sampling_callback=_sample
+        ) as client:
+            assert _text(await client.call_tool("research", {"topic": "bees"})) == researched
+            assert _text(await client.call_tool("summarize", {"text": "one two three"})) == sampled
 
 
 async def test_the_fingerprint_tells_capability_views_apart(endpoint: tuple[str, Any]) -> None:
