@@ -341,20 +341,16 @@ def registered_tools(server: Any) -> list[tuple[str, Any]]:
 
 
 async def tool_entries(server: Any, keys: Collection[str]) -> dict[str, Any]:
-    """The wire form of the tools `keys` names, as `server` lists them: for entries a paging
-    server (FastMCP 4's `list_page_size`) lists on another page than the one being answered
-    (public: FastMCP 4's `get_tool` and `Tool.to_mcp_tool`; MCPServer's `list_tools`)."""
+    """The wire form of the tools `keys` names, as a paging FastMCP 4 server
+    (`list_page_size`) lists them on other pages than the one being answered (public:
+    FastMCP 4's `get_tool` and `Tool.to_mcp_tool`). Empty for any other server: one that
+    does not page has every entry on the page."""
     found: dict[str, Any] = {}
     getter = getattr(server, "get_tool", None)
-    if hasattr(server, "_local_provider") and inspect.iscoroutinefunction(getter):
-        for key in keys:
-            tool = await getter(key)
-            if tool is not None:
-                found[key] = tool.to_mcp_tool().model_dump(by_alias=True, mode="json", exclude_none=True)
+    if not hasattr(server, "_local_provider") or not inspect.iscoroutinefunction(getter):
         return found
-    lister = getattr(server, "list_tools", None)
-    if inspect.iscoroutinefunction(lister):
-        for tool in await lister():
-            if tool.name in keys:
-                found[tool.name] = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+    for key in keys:
+        tool = await getter(key)
+        if tool is not None:
+            found[key] = tool.to_mcp_tool().model_dump(by_alias=True, mode="json", exclude_none=True)
     return found
