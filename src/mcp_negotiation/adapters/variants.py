@@ -5,7 +5,8 @@ decorator as another way to serve a base tool (`core.variants`). What serves a n
 from the functions behind a server's tools: for a listing from all of them
 (`served_from`), for a call from the one it names (`RegisteredTools`, which the engine asks
 on every `tools/call` once anything in the process is gated, so it reads a few attributes
-and no more).
+and no more; only a call of a name given to `@variant_of` as a base looks through the
+server's other tools, for its variants).
 """
 
 from __future__ import annotations
