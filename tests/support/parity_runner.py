@@ -1,5 +1,5 @@
 """The parity suite's runner: each conversation of `parity_steps` spoken, as raw JSON-RPC over
-stdio, to the suite's server on one SDK major (`parity_mcp1.py`, `parity_mcp2.py`), and what
+stdio, to the suite's server (`servers/parity_server.py`) on one SDK major, and what
 the client saw compared with what the steps expect, the same expectations for both majors.
 
 What is normalised, and why (nothing else is: a difference anywhere else fails one side):
@@ -38,13 +38,13 @@ __all__ = ["Side", "cases", "converse"]
 
 SERVERS = Path(__file__).resolve().parent / "servers"
 REQUEST_KEYS = ("mcp.method.name", "mcp.protocol.version", "error.type")
-SDK_RENDERING = ("resultType", "cacheScope", "ttlMs", "content")
+MODERN_ONLY = ("resultType", "cacheScope", "ttlMs")
 LISTED = ("name", "uriTemplate", "_meta")
 
 
 class Side(NamedTuple):
-    """One SDK major: its name (`mcp1`, `mcp2`: its server is `servers/parity_<name>.py`), and
-    the revisions the installed SDK serves, oldest first."""
+    """One SDK major: its name (`mcp1`, `mcp2`), and the revisions the installed SDK serves,
+    oldest first."""
 
     name: str
     served: tuple[str, ...]
@@ -66,7 +66,7 @@ async def converse(side: Side, conversation: Conversation, tmp: Path) -> tuple[l
     modern = MODERN in side.served or conversation.era != "modern"
     values = {LEGACY: [r for r in side.served if r != MODERN][-1], SERVED: list(reversed(side.served))}
     spans_at, stderr = tmp / "spans.json", tmp / "stderr.txt"
-    command = [sys.executable, str(SERVERS / f"parity_{side.name}.py"), "--spans", str(spans_at)]
+    command = [sys.executable, str(SERVERS / "parity_server.py"), "--spans", str(spans_at)]
     seen: list[Any] = []
     expected: list[Any] = []
     async with stdio_peer([*command, *conversation.args], stderr, SERVERS) as peer:
@@ -107,9 +107,10 @@ def _seen(answer: dict[str, Any]) -> dict[str, Any]:
             meta.pop("io.modelcontextprotocol/serverInfo", None)
             if not meta:
                 del result["_meta"]
-        if "structuredContent" in result or result.get("resultType"):
-            for key in SDK_RENDERING:
-                result.pop(key, None)
+        for key in MODERN_ONLY:
+            result.pop(key, None)
+        if "structuredContent" in result:
+            del result["content"]
         for listed in ("tools", "prompts", "resourceTemplates"):
             if listed in result:
                 result[listed] = [{k: v for k, v in e.items() if k in LISTED} for e in result[listed]]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from support.servers.parity_common import CHECKOUT, FEATURES, PLATFORM
+from support.servers.parity_server import CHECKOUT, FEATURES, PLATFORM
 
 LEGACY: Final = "<the newest legacy revision the SDK serves>"
 SERVED: Final = "<the revisions the SDK serves, newest first>"

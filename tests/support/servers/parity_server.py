@@ -1,9 +1,9 @@
-"""The parity suite's server, one for both SDK majors: its policy, tools, prompt, resource
-template and span recording. `parity_mcp2.py` (MCPServer) and `parity_mcp1.py` (mcp 1.x
-FastMCP) only say which SDK's server and `Context` these are registered on, so that what
-tests/adapters/mcp{1,2}/test_parity.py compare is the library's doing, not the servers'.
+"""The parity suite's server, one for both SDK majors: the same policy, tools, prompt and
+resource template registered on the installed SDK's server (mcp 2.x `MCPServer`, mcp 1.x
+`FastMCP`), so that what tests/adapters/mcp{1,2}/test_parity.py compare is the library's
+doing, not the servers'.
 
-    python tests/support/servers/parity_mcp{1,2}.py --spans PATH [--min-revision R] [--require CAP]
+    python tests/support/servers/parity_server.py --spans PATH [--min-revision R] [--require CAP]
 
 Every span is recorded in memory and written to PATH as JSON when standard input closes
 and the server returns. Nothing but JSON-RPC goes to standard output.
@@ -11,7 +11,7 @@ and the server returns. Nothing but JSON-RPC goes to standard output.
 
 import argparse
 import json
-from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +20,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from mcp_negotiation import (
-    Policy,
-    UcpPolicy,
-    client_supports,
-    negotiate,
-    negotiation_of,
-    requires,
-    requires_ucp,
-)
-from mcp_negotiation.ucp import StaticResolver
+from mcp_negotiation import Policy, client_supports, negotiate, negotiation_of, requires, requires_ucp
+from mcp_negotiation.ucp import StaticResolver, UcpPolicy
 
 UCP = Path(__file__).resolve().parents[3] / "examples" / "ucp"
 PLATFORM = "https://platform.example/profile.json"
@@ -76,8 +68,7 @@ def install(server: Any, context: type) -> None:
         return {"items": items, "agreed": agreement.as_dict()}
 
 
-
-def serve(make: Callable[[str], Any], context: type) -> None:
+def serve() -> None:
     """Parse the command line, record spans, build the negotiated server and serve it on stdio:
     a UCP shop (results stamped with the agreement) whose listings are scoped to each client."""
     parser = argparse.ArgumentParser()
@@ -93,7 +84,14 @@ def serve(make: Callable[[str], Any], context: type) -> None:
     ucp = UcpPolicy(business_profile=UCP / "business_profile.json", resolver=resolver, stamp_results=True)
     policy = Policy(min_revision=args.min_revision, required_capabilities=tuple(args.require),
                     hide_unusable=True, ucp=ucp)
-    server = negotiate(make("parity"), policy)
+    if version("mcp").startswith("1."):
+        from mcp.server.fastmcp import Context, FastMCP
+
+        server, context = negotiate(FastMCP("parity"), policy), Context
+    else:
+        from mcp.server.mcpserver import Context, MCPServer
+
+        server, context = negotiate(MCPServer("parity"), policy), Context
     install(server, context)
     try:
         server.run("stdio")
@@ -104,10 +102,9 @@ def serve(make: Callable[[str], Any], context: type) -> None:
 def _dumped(span: ReadableSpan) -> dict[str, Any]:
     context, parent = span.get_span_context(), span.parent
     attributes = {key: list(v) if isinstance(v, tuple) else v for key, v in (span.attributes or {}).items()}
-    return {
-        "name": span.name,
-        "kind": span.kind.name,
-        "span_id": context.span_id if context is not None else None,
-        "parent_id": parent.span_id if parent is not None else None,
-        "attributes": attributes,
-    }
+    ids = {"span_id": context.span_id if context else None, "parent_id": parent.span_id if parent else None}
+    return {"name": span.name, "kind": span.kind.name, **ids, "attributes": attributes}
+
+
+if __name__ == "__main__":
+    serve()
