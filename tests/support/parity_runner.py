@@ -8,12 +8,15 @@ What is normalised, and why (nothing else is: a difference anywhere else fails o
   pretty-prints it), and the fields only mcp 2.x's modern results have (`resultType`,
   `cacheScope`, `ttlMs`);
 - a listing's entries are compared by name (or URI template) and `_meta`: what negotiation
-  decides is which are listed, with what requirement; their schemas are each SDK's rendering;
+  decides is which are listed, with what requirement; their schemas and descriptions are each
+  SDK's rendering of the same functions;
 - the revisions: `LEGACY` in a step stands for the newest legacy revision the SDK serves
   (mcp 1.22 stops at 2025-06-18), `SERVED` for all it serves, newest first; and an SDK that
   serves no modern revision (mcp 1.x) is expected to answer each modern step as the step's
-  `unserved` says (by default the -32022 refusal of its revision, whose message is the
-  library's, not the SDK's, so only code and data are compared);
+  `unserved` says (by default the -32022 refusal of its revision) and to record the
+  conversation's `unserved_spans`;
+- an expected error naming no `message` is compared by its code and data only (the -32022
+  an SDK makes itself words it otherwise than the library does);
 - spans: the request's own attributes (`mcp.method.name`, `mcp.protocol.version`,
   `error.type`) are on the SDK's SERVER span on mcp 2.x, which the `capability_negotiated`
   span is a child of, and on the negotiation span itself on mcp 1.x, which has no SDK span
