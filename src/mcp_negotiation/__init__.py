@@ -16,7 +16,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .core.errors import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation, Refusal
+from .core.extensions import Extension
 from .core.negotiation import Negotiation, Policy
+from .core.overrides import ClientOverride
 
 if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
     from .adapters import (
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
         negotiation_of,
         record_refusals_asgi,
         requires,
+        requires_extension,
         requires_ucp,
         uninstrument,
     )
@@ -35,6 +38,8 @@ if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClientOverride",
+    "Extension",
     "Negotiation",
     "NegotiationError",
     "NegotiationRefused",
@@ -51,9 +56,11 @@ __all__ = [
     "negotiation_of",
     "record_refusals_asgi",
     "requires",
+    "requires_extension",
     "requires_ucp",
     "uninstrument",
 ]
+
 
 def __getattr__(name: str) -> Any:
     """Import the adapter a public name lives in (UCP for `UcpPolicy`), once, when first asked.

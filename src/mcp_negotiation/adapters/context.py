@@ -20,11 +20,14 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
-from ..core.client_log import report
-from ..core.errors import NoNegotiation, Refusal
+from ..core.client_log import first_time, report
+from ..core.errors import MISSING_REQUIRED_CLIENT_CAPABILITY, NoNegotiation, Refusal
+from ..core.extensions import identifier_problem, settings_given
+from ..core.frozen_json import thaw
 from ..core.listings import REQUIRES_ATTRIBUTE
 from ..core.negotiation import Negotiation, capability_names, supports
 from ..core.outcome import Known
+from ..core.overrides import ASSERTED_NAMESPACE
 from ..core.revisions import ClientFeature, FeatureName
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
 from ..ucp.stage import for_operation
@@ -36,6 +39,7 @@ __all__ = [
     "client_supports",
     "negotiation_of",
     "requires",
+    "requires_extension",
     "requires_ucp",
 ]
 
@@ -80,18 +84,37 @@ def negotiation_of(ctx: object = None) -> Negotiation:
     return record
 
 
-def client_supports(ctx: object, feature: FeatureName | str) -> bool:
+def client_supports(ctx: object, feature: FeatureName | str, **settings: Any) -> bool:
     """Whether the client of this request can be asked for `feature` right now.
 
     True only when the client declared it, the negotiated revision has it, and the
-    policy has not withdrawn it. Outside a negotiated request it is False. A misspelt
+    policy has not withdrawn it; the policy's `client_overrides` rules revoke and grant
+    for the clients they name, and only they assert `client.NAME` names. For an
+    extension identifier, `settings` must be satisfied by the client's settings for it
+    (`mimeTypes=["text/html;profile=mcp-app"]`: a list asked for is contained in the
+    client's, anything else equal). Outside a negotiated request it is False. A misspelt
     name is False too, and logged once, naming the nearest known name.
     """
     if isinstance(ctx, str) and not isinstance(feature, str):
         # Would answer False for every client, silently: the author's slip, raised at once.
         raise TypeError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
     entry = _entry_of(ctx)
-    return entry is not None and supports(entry.record, feature)
+    if entry is None:
+        return False
+    if type(feature) is str and feature.startswith(ASSERTED_NAMESPACE):
+        _unasserted(feature, entry)
+    return supports(entry.record, feature, settings)
+
+
+def _unasserted(name: str, entry: Known) -> None:
+    """Log, once, a `client.` name no rule of the policy decides: False for every client."""
+    if name not in entry.negotiator.asserted_names and first_time(f"asserted:{name[:100]}"):
+        report(
+            logging.WARNING,
+            "no client_overrides rule of this server's policy asserts %r; client_supports answers"
+            " False for it, for every client",
+            name[:100],
+        )
 
 
 def _require(features: tuple[str, ...]) -> None:
@@ -173,6 +196,52 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
     return decorate
 
 
+def _refuse_extension(identifier: str, wanted: Any) -> None:
+    """-32021 unless the client of this request has extension `identifier` with `wanted`."""
+    entry = current.get()
+    if entry is None:
+        raise_refusal(Refusal(-32603, "no negotiation for this request"))
+    record = entry.record
+    if supports(record, identifier, wanted):
+        return
+    declared = entry.negotiator.policy.declared_extensions().get(identifier)
+    # A family declared under `identifier` is asked for by the identifier the server prefers.
+    named = next(iter(declared.identifiers)) if declared is not None else identifier
+    shown = ", ".join(f"{key}={value!r}" for key, value in thaw(wanted).items())
+    message = f"Missing required client capability: extension {named}" + (f" with {shown}" if shown else "")
+    source = record.source_of(identifier)
+    if identifier in record.revoked or "extensions" in record.revoked:
+        message += f" (revoked for this client by rule {record.overrides.get(identifier, '?')!r})"
+    elif wanted and supports(record, identifier):
+        message += " (declared without these settings)"
+    elif source is None and not record.capabilities_known:
+        message += " (its capabilities are unknown: no handshake is known for this request)"
+    raise_refusal(
+        Refusal(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message,
+            {"requiredCapabilities": {"extensions": {named: thaw(wanted)}}},
+        )
+    )
+
+
+def requires_extension(identifier: str, **settings: Any) -> Callable[[_F], _F]:
+    """Decorate a tool, prompt or resource function that needs the client's extension
+    `identifier`, with `settings` it must satisfy (as `client_supports` judges them).
+
+    The call is refused with -32021 whose `data.requiredCapabilities` names the extension
+    and the settings (`{"extensions": {identifier: settings}}`); for an extension the
+    policy declares as a family (`Extension`), any identifier it accepts will do, and the
+    refusal names the one it prefers. A malformed identifier, or settings that are not
+    JSON, raise here. Place it below `@server.tool()`, as `requires`.
+    """
+    problem = identifier_problem(identifier)
+    if problem is not None:
+        raise ValueError(f"requires_extension(): {problem}")
+    wanted = settings_given(settings, "requires_extension() settings")
+    return _gate(lambda: _refuse_extension(identifier, wanted), "requires_extension()", ())
+
+
 def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
     """Decorate a tool, prompt or resource function that needs client capabilities.
 
@@ -189,11 +258,17 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
     if callable(features[0]):
         raise TypeError("write @requires('name', ...) with the names it needs, in parentheses")
     names = capability_names(features, "requires()")
+    return _gate(lambda: _require(names), "requires()", names)
+
+
+def _gate(check: Callable[[], None], what: str, names: tuple[str, ...]) -> Callable[[_F], _F]:
+    """A decorator running `check` before the function it decorates (which raises the
+    refusal); `names`: what a listing declares the entry requires (`catalog`)."""
 
     def decorate(fn: _F) -> _F:
         if not callable(fn) or isinstance(fn, type):
             raise TypeError(
-                f"requires() decorates a function, not {type(fn).__name__}: write @requires(...)"
+                f"{what} decorates a function, not {type(fn).__name__}: write @{what[:-2]}(...)"
                 " below @server.tool(), right above the `def`"
             )
         with contextlib.suppress(TypeError):  # a callable that takes no weak reference: not tracked
@@ -205,7 +280,7 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                _require(names)
+                check()
                 return await fn(*args, **kwargs)
 
             gated = async_wrapper
@@ -213,14 +288,15 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                _require(names)
+                check()
                 return fn(*args, **kwargs)
 
             gated = wrapper
         # What a listing declares for the entry this function serves (`catalog`): the names a
         # -32021 of this check carries, and those of a `@requires` below it, checked next.
         inner = getattr(fn, REQUIRES_ATTRIBUTE, ())
-        setattr(gated, REQUIRES_ATTRIBUTE, names + tuple(name for name in inner if name not in names))
+        if names or inner:
+            setattr(gated, REQUIRES_ATTRIBUTE, names + tuple(name for name in inner if name not in names))
         return cast(_F, gated)
 
     return decorate
