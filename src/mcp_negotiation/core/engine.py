@@ -254,14 +254,22 @@ class Engine:
         record = self.negotiator.initialize(
             params, transport=origin.transport, headers=origin.headers, session_id=facts.session_id
         )
-        if record.degraded or record.overrides:
+        # Logs are exported too: the client's name only where the policy opted in.
+        named = f" ({record.client_name!r})" if self.policy.record_client_identity else ""
+        if record.degraded:
             report(
                 logging.INFO,
-                "a client at %s loses %s%s%s",
+                "a client at %s loses %s%s",
                 record.protocol_version,
-                ", ".join(sorted(record.degraded)) or "nothing",
-                # Logs are exported too: the client's name only where the policy opted in.
-                f" ({record.client_name!r})" if self.policy.record_client_identity else "",
+                ", ".join(sorted(record.degraded)),
+                named,
+            )
+        if record.overrides:
+            report(
+                logging.INFO,
+                "a client at %s%s is answered by client_overrides: %s",
+                record.protocol_version,
+                named,
                 _overridden(record),
             )
         kept = [stage.session(params) for stage in self.stages]
@@ -279,13 +287,10 @@ class Engine:
 
 def _overridden(record: Negotiation) -> str:
     """What the policy's client rules decided for `record`, for the operator's line."""
-    if not record.overrides:
-        return ""
-    decided = ", ".join(
+    return ", ".join(
         f"{name} {'revoked' if name in record.revoked else 'granted'} by {rule!r}"
         for name, rule in sorted(record.overrides.items())
     )
-    return f"; client_overrides: {decided}"
 
 
 def _has_envelope(params: Any) -> bool:

@@ -207,8 +207,9 @@ class Extensions(Mapping[str, Extension]):
         return hash(tuple(self._declared))
 
     def advertised(self) -> dict[str, Mapping[str, Any]]:
-        """Every accepted identifier with its settings: what the server advertises."""
-        return {i: s for _, family in self._families for i, s in family.identifiers.items()}
+        """Every accepted identifier with its settings: what the server advertises (plain
+        JSON, which the adapter copies into each answer)."""
+        return {i: thaw(s) for _, family in self._families for i, s in family.identifiers.items()}
 
     def agree(
         self, capabilities: Mapping[str, Any], revoked: frozenset[str]

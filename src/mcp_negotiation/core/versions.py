@@ -17,7 +17,9 @@ The syntax, semver-ish (documented in `docs/clients.md`):
 
 A version is up to four dot-separated numbers, optionally prefixed with `v` and followed by
 a pre-release (`-beta.1`, sorting before its release) and build metadata (`+abc`, ignored).
-Missing parts count as zero (`1.2` is `1.2.0`).
+Missing parts count as zero (`1.2` is `1.2.0`). A pre-release counts as the release it
+precedes against a bound written without one (`<2` leaves `2.0.0-rc.1` out, `>=2` takes it
+in); against a pre-release bound it is ordered as semver orders it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 __all__ = ["MAX_RANGE_LENGTH", "Version", "VersionRange", "parse_version"]
 
@@ -54,16 +56,16 @@ def parse_version(text: object) -> Version | None:
     return numbers + (0,) * (_PARTS - len(numbers)), match.group(2) is None, match.group(2) or ""
 
 
-def _release(numbers: tuple[int, ...]) -> Version:
-    return numbers + (0,) * (_PARTS - len(numbers)), True, ""
-
-
-def _lowest(numbers: tuple[int, ...]) -> Version:
-    """The lowest version starting with `numbers`: below even its pre-releases."""
-    return numbers + (0,) * (_PARTS - len(numbers)), False, ""
-
-
 Test = Callable[[Version], bool]
+
+
+def _key(bound: Version) -> Callable[[Version], Any]:
+    """How a version is compared with `bound`: by its numbers alone when the bound is a
+    release (a pre-release counts as the release it precedes: `<2` leaves out `2.0.0-rc`,
+    `>=2` takes it), in full when the bound is a pre-release itself."""
+    if bound[1]:
+        return lambda version: version[0]
+    return lambda version: version
 
 
 def _prefix(numbers: tuple[int, ...]) -> Test:
@@ -74,24 +76,22 @@ def _prefix(numbers: tuple[int, ...]) -> Test:
 
 
 def _between(low: Version, high: tuple[int, ...]) -> Test:
-    below = _lowest(high)
-
-    def test(version: Version) -> bool:
-        return low <= version < below
-
-    return test
+    above, below = _compare(">=", low), _compare("<", (high + (0,) * (_PARTS - len(high)), True, ""))
+    return lambda version: above(version) and below(version)
 
 
 def _compare(operator: str, bound: Version) -> Test:
+    key = _key(bound)
+    limit = key(bound)
     if operator == ">=":
-        return lambda version: version >= bound
+        return lambda version: key(version) >= limit
     if operator == ">":
-        return lambda version: version > bound
+        return lambda version: key(version) > limit
     if operator == "<=":
-        return lambda version: version <= bound
+        return lambda version: key(version) <= limit
     if operator == "<":
-        return lambda version: version < bound
-    return lambda version: version == bound  # `=`, `==`, or a version alone
+        return lambda version: key(version) < limit
+    return lambda version: version == bound  # `=`, `==`, or a version alone: exactly that one
 
 
 class RangeError(ValueError):
