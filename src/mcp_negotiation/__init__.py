@@ -15,7 +15,15 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .core.errors import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation, Refusal
+from .core.errors import (
+    NegotiationError,
+    NegotiationRefused,
+    NegotiationUnavailable,
+    NoNegotiation,
+    PolicyError,
+    Refusal,
+    UsageError,
+)
 from .core.extensions import Extension
 from .core.negotiation import Negotiation, Policy
 from .core.overrides import ClientOverride
@@ -46,8 +54,10 @@ __all__ = [
     "NegotiationUnavailable",
     "NoNegotiation",
     "Policy",
+    "PolicyError",
     "Refusal",
     "UcpPolicy",
+    "UsageError",
     "__version__",
     "client_supports",
     "instrument",

@@ -71,7 +71,7 @@ def test_a_version_nobody_can_read_is_in_no_range_but_any(frozen: Any) -> None:
 def test_a_malformed_range_says_what_was_meant(written: str, meant: str) -> None:
     with pytest.raises(ValueError, match=f"did you mean '{meant}'") as raised:
         VersionRange.parse(written)
-    assert "docs/clients.md" in str(raised.value)
+    assert "docs/client-overrides.md" in str(raised.value)
 
 
 @pytest.mark.parametrize(

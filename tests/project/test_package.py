@@ -32,8 +32,10 @@ def test_the_top_level_names_are_one_per_job() -> None:
         "NegotiationUnavailable",
         "NoNegotiation",
         "Policy",
+        "PolicyError",
         "Refusal",
         "UcpPolicy",
+        "UsageError",
         "__version__",
         "client_supports",
         "instrument",
@@ -50,7 +52,14 @@ def test_the_top_level_names_are_one_per_job() -> None:
 
 
 def test_every_error_of_the_library_is_a_negotiation_error_and_keeps_its_builtin_base() -> None:
-    from mcp_negotiation import NegotiationError, NegotiationRefused, NegotiationUnavailable, NoNegotiation
+    from mcp_negotiation import (
+        NegotiationError,
+        NegotiationRefused,
+        NegotiationUnavailable,
+        NoNegotiation,
+        PolicyError,
+        UsageError,
+    )
     from mcp_negotiation.core.revisions import DeprecationClockError
     from mcp_negotiation.tools.probe import ProbeError
     from mcp_negotiation.ucp import UcpError
@@ -59,6 +68,8 @@ def test_every_error_of_the_library_is_a_negotiation_error_and_keeps_its_builtin
         NegotiationRefused: (),
         NegotiationUnavailable: (RuntimeError,),
         NoNegotiation: (LookupError,),
+        PolicyError: (ValueError,),
+        UsageError: (TypeError,),
         DeprecationClockError: (ValueError, TypeError),
         UcpError: (),
         ProbeError: (),

@@ -26,7 +26,6 @@ from mcp.client.streamable_http import streamable_http_client
 from support.harness import EXAMPLES, ROOT, serve_http, stdio_params, structured
 from support.node import ensure_packages, run_ts_client
 from support.stdio_capture import captured_session, environment
-from wrap_git_server import build
 
 pytestmark = pytest.mark.anyio
 
@@ -88,13 +87,21 @@ async def _asks(client: Client, repository: Path) -> dict[str, Any]:
     }
 
 
+def _git_app(repository: Path) -> Any:
+    """The example's app for uvicorn, imported here so that the SDK matrix rows (whose
+    environments leave the reference servers out) can collect this module."""
+    from wrap_git_server import build
+
+    return build(repository).streamable_http_app()
+
+
 @pytest.fixture(params=["stdio", "http"])
 def git_server(request: pytest.FixtureRequest, repository: Path) -> Iterator[Any]:
     """Where a client reaches the example: a stdio subprocess, or its app on uvicorn."""
     if request.param == "stdio":
         yield stdio_client(stdio_params("wrap_git_server.py", str(repository)))
         return
-    with serve_http(build(repository).streamable_http_app()) as url:
+    with serve_http(_git_app(repository)) as url:
         yield streamable_http_client(url)
 
 
@@ -134,7 +141,7 @@ def test_the_typescript_client_asks_the_git_servers_tool_of_ours(
         stdio = {"transport": "stdio", "command": sys.executable, "args": args, "cwd": str(ROOT)}
         out = run_ts_client({**spec, **stdio})
     else:
-        with serve_http(build(repository).streamable_http_app()) as url:
+        with serve_http(_git_app(repository)) as url:
             out = run_ts_client({**spec, "transport": "http", "url": url})
     (answer,) = out["results"]
     assert answer["structured"] == {"result": bool(declared)}

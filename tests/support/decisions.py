@@ -12,11 +12,15 @@ from mcp_negotiation.core.engine import Engine
 from mcp_negotiation.core.outcome import Known
 
 
-def decisions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def decisions(monkeypatch: pytest.MonkeyPatch, *, refusals: bool = False) -> list[str]:
     """The methods of the messages every `Engine` negotiates afresh from now on, in order: a
     message for which it makes a new negotiation from what the client sent (a `Known` not
-    derived by a stage from another), or a refusal. A repeat served from the memo, or from
-    what its connection holds, is none."""
+    derived by a stage from another), or a refusal (with `refusals`, the refusals alone). A
+    repeat served from the memo, or from what its connection holds, is none.
+
+    mcp 2.0-2.2 put a `tools/list` of their own through the middleware before a modern
+    `tools/call` over HTTP (to validate its `Mcp-Param` headers), and that listing is then
+    the message a served call's negotiation is made for."""
     decided: list[str] = []
     made: list[Known] = []
     decide, made_known = Engine.decide, Known.__init__
@@ -29,7 +33,7 @@ def decisions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def counted(self: Engine, facts: Any, fetched: Any = None) -> Any:
         before = len(made)
         outcome = decide(self, facts) if fetched is None else decide(self, facts, fetched)
-        if len(made) > before or outcome.refusal is not None:
+        if outcome.refusal is not None or (len(made) > before and not refusals):
             decided.append(facts.method)
         return outcome
 

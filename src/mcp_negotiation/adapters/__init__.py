@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
+from ..core.errors import UsageError
 from ..core.negotiation import Policy, policy_given
 from .compat import MCP_MAJOR
 from .context import client_supports, negotiation_of, requires, requires_extension, requires_ucp
@@ -46,7 +47,7 @@ def negotiated(policy: Policy | None = None) -> Callable[[Callable[_P, _S]], Cal
     builder (then the decorated builder is async too, and its server negotiated).
     """
     if callable(policy):
-        raise TypeError("write @negotiated() or @negotiated(Policy(...)), with the parentheses")
+        raise UsageError("write @negotiated() or @negotiated(Policy(...)), with the parentheses")
     checked = policy_given(policy, "negotiated(policy)")
 
     def decorate(build: Callable[_P, _S]) -> Callable[_P, _S]:

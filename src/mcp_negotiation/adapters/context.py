@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 from ..core.client_log import first_time, report
-from ..core.errors import MISSING_REQUIRED_CLIENT_CAPABILITY, NoNegotiation, Refusal
+from ..core.errors import MISSING_REQUIRED_CLIENT_CAPABILITY, NoNegotiation, PolicyError, Refusal, UsageError
 from ..core.extensions import identifier_problem, settings_given
 from ..core.frozen_json import thaw
 from ..core.listings import REQUIRES_ATTRIBUTE
@@ -97,7 +97,7 @@ def client_supports(ctx: object, feature: FeatureName | str, **settings: Any) ->
     """
     if isinstance(ctx, str) and not isinstance(feature, str):
         # Would answer False for every client, silently: the author's slip, raised at once.
-        raise TypeError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
+        raise UsageError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
     entry = _entry_of(ctx)
     if entry is None:
         return False
@@ -167,11 +167,11 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
     With `UcpPolicy(stamp_results=True)`, a dict result gets the `ucp` block added.
     """
     if not isinstance(root, str) or not root:
-        raise ValueError("requires_ucp() needs a capability name")
+        raise PolicyError("requires_ucp() needs a capability name")
 
     def decorate(fn: _F) -> _F:
         if not inspect.iscoroutinefunction(fn):
-            raise TypeError("requires_ucp() decorates async tool functions")
+            raise UsageError("requires_ucp() decorates async tool functions")
 
         @functools.wraps(fn)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -237,7 +237,7 @@ def requires_extension(identifier: str, **settings: Any) -> Callable[[_F], _F]:
     """
     problem = identifier_problem(identifier)
     if problem is not None:
-        raise ValueError(f"requires_extension(): {problem}")
+        raise PolicyError(f"requires_extension(): {problem}")
     wanted = settings_given(settings, "requires_extension() settings")
     return _gate(lambda: _refuse_extension(identifier, wanted), "requires_extension()", ())
 
@@ -254,9 +254,9 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
     imported, naming the nearest known name.
     """
     if not features:
-        raise ValueError("requires() needs one or more capability names")
+        raise PolicyError("requires() needs one or more capability names")
     if callable(features[0]):
-        raise TypeError("write @requires('name', ...) with the names it needs, in parentheses")
+        raise UsageError("write @requires('name', ...) with the names it needs, in parentheses")
     names = capability_names(features, "requires()")
     return _gate(lambda: _require(names), "requires()", names)
 
@@ -267,7 +267,7 @@ def _gate(check: Callable[[], None], what: str, names: tuple[str, ...]) -> Calla
 
     def decorate(fn: _F) -> _F:
         if not callable(fn) or isinstance(fn, type):
-            raise TypeError(
+            raise UsageError(
                 f"{what} decorates a function, not {type(fn).__name__}: write @{what[:-2]}(...)"
                 " below @server.tool(), right above the `def`"
             )
@@ -313,7 +313,7 @@ def _refuse_misplaced(server: Any, only: object = None) -> None:
     for fn in seams.registered_functions(server):
         if fn is not None and (fn is only if only is not None else fn in _gated):
             name = getattr(fn, "__name__", repr(fn))
-            raise TypeError(
+            raise UsageError(
                 f"@requires(...) is above the decorator that registered {name} (@server.tool(),"
                 f" @server.prompt()): {name} was registered without the check, so every client would"
                 " be served; write @requires(...) below that decorator, right above the `def`"

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Hashable
 from typing import Final, TypeVar
 
+from .errors import PolicyError
+
 __all__ = ["MAX_CACHE_BYTES", "MAX_ENTRY_BYTES", "BoundedCache"]
 
 K = TypeVar("K", bound=Hashable)
@@ -38,9 +40,9 @@ class BoundedCache(dict[K, V]):
     def __init__(self, limit: int, max_bytes: int = MAX_CACHE_BYTES) -> None:
         super().__init__()
         if limit < 1:
-            raise ValueError(f"limit must be at least 1; got {limit}")
+            raise PolicyError(f"limit must be at least 1; got {limit}")
         if max_bytes < 1:
-            raise ValueError(f"max_bytes must be at least 1; got {max_bytes}")
+            raise PolicyError(f"max_bytes must be at least 1; got {max_bytes}")
         self.limit = limit
         self.max_bytes = max_bytes
         self.bytes = 0

@@ -25,8 +25,10 @@ __all__ = [
     "NegotiationRefused",
     "NegotiationUnavailable",
     "NoNegotiation",
+    "PolicyError",
     "Refusal",
     "RefusalData",
+    "UsageError",
 ]
 
 INVALID_PARAMS: Final = -32602
@@ -62,6 +64,24 @@ class NegotiationError(Exception):
 
     Each subclass keeps the built-in base it had (`RuntimeError`, `LookupError`,
     `ValueError`), so code catching those still catches what it caught before.
+    """
+
+
+class PolicyError(NegotiationError, ValueError):
+    """A value the library was configured or called with that it cannot work with.
+
+    A `Policy` or `UcpPolicy` setting (an unknown revision, a misspelt capability name), a
+    name given to `@requires`, a version list or agent card given to `protocols`, `bridge`
+    or `a2a`: the server author's mistake, raised where it is made rather than served as a
+    refusal to every client. A `ValueError`, as these have always been.
+    """
+
+
+class UsageError(NegotiationError, TypeError):
+    """A call made the wrong way: an argument of the wrong type, a decorator without its
+    parentheses or in the wrong order, `negotiate()` given something that is no server.
+
+    A `TypeError`, as these have always been, and as Python's own are for a wrong call.
     """
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
+from .errors import PolicyError, UsageError
 from .frozen_json import Budget, NotFreezable, freeze, thaw
 
 __all__ = [
@@ -64,11 +65,11 @@ def identifier_problem(identifier: object) -> str | None:
 def settings_given(settings: object, what: str) -> Mapping[str, Any]:
     """`settings` (a JSON object) as a read-only copy; a clear error for anything else."""
     if not isinstance(settings, Mapping):
-        raise TypeError(f"{what} must be a settings object (a mapping); got {type(settings).__name__}")
+        raise UsageError(f"{what} must be a settings object (a mapping); got {type(settings).__name__}")
     try:
         frozen: Mapping[str, Any] = freeze(settings, Budget(_SETTINGS_BUDGET), max_depth=12)
     except NotFreezable as reason:
-        raise ValueError(f"{what} {reason}") from None
+        raise PolicyError(f"{what} {reason}") from None
     return frozen
 
 
@@ -118,17 +119,17 @@ class Extension:
 
     def __init__(self, identifiers: Mapping[str, Mapping[str, Any]] | Sequence[str]) -> None:
         if isinstance(identifiers, str):
-            raise TypeError("Extension takes several identifiers: a list, or a mapping to their settings")
+            raise UsageError("Extension takes several identifiers: a list, or a mapping to their settings")
         pairs = (
             list(identifiers.items()) if isinstance(identifiers, Mapping) else [(i, {}) for i in identifiers]
         )
         if not pairs:
-            raise ValueError("an Extension accepts one identifier at least")
+            raise PolicyError("an Extension accepts one identifier at least")
         accepted: dict[str, Mapping[str, Any]] = {}
         for identifier, settings in pairs:
             problem = identifier_problem(identifier)
             if problem is not None:
-                raise ValueError(problem)
+                raise PolicyError(problem)
             accepted[identifier] = settings_given(settings, f"the settings of {identifier!r}")
         self.identifiers: Mapping[str, Mapping[str, Any]] = MappingProxyType(accepted)
         """Each accepted identifier, most preferred first, with the settings advertised under it."""
@@ -164,23 +165,23 @@ class Extensions(Mapping[str, Extension]):
     def __init__(self, declared: Mapping[str, Extension | Mapping[str, Any]] | None = None) -> None:
         if declared is not None and not isinstance(declared, Mapping):
             kind = type(declared).__name__
-            raise TypeError(f"extensions takes a mapping of identifier to settings; got {kind}")
+            raise UsageError(f"extensions takes a mapping of identifier to settings; got {kind}")
         families: dict[str, Extension] = {}
         owner: dict[str, str] = {}
         for name, value in (declared or {}).items():
             problem = identifier_problem(name)
             if problem is not None:
-                raise ValueError(f"extensions: {problem}")
+                raise PolicyError(f"extensions: {problem}")
             family = value if isinstance(value, Extension) else Extension({name: value})
             if name not in family.identifiers:
                 listed = ", ".join(family.identifiers)
-                raise ValueError(
+                raise PolicyError(
                     f"extensions[{name!r}] accepts {listed}: the name an extension is declared under"
                     " is one of its identifiers (the one handlers ask about)"
                 )
             for identifier in family.identifiers:
                 if identifier in owner:
-                    raise ValueError(
+                    raise PolicyError(
                         f"extensions: {identifier!r} is accepted for both {owner[identifier]!r} and {name!r}"
                     )
                 owner[identifier] = name

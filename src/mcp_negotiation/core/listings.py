@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
+from .errors import PolicyError, UsageError
 from .negotiation import capability_names, required_capabilities_object
 from .outcome import Known
 
@@ -48,11 +49,11 @@ def required_capabilities_meta(*required: str | Callable[..., Any]) -> dict[str,
     `MCPServer` and FastMCP servers need none of this: their `@requires` is listed as is.
     """
     if not required:
-        raise ValueError("required_capabilities_meta() needs one or more capability names")
+        raise PolicyError("required_capabilities_meta() needs one or more capability names")
     names = getattr(required[0], REQUIRES_ATTRIBUTE, None) if len(required) == 1 else None
     if names is None:
         if not all(isinstance(name, str) for name in required):
-            raise TypeError("required_capabilities_meta() takes capability names, or a @requires() function")
+            raise UsageError("required_capabilities_meta() takes capability names, or a @requires() function")
         names = capability_names(cast("tuple[str, ...]", required), "required_capabilities_meta()")
     return {REQUIRED_CAPABILITIES_META_KEY: required_capabilities_object(names)}
 

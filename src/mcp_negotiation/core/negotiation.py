@@ -26,7 +26,9 @@ from .errors import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
     NegotiationRefused,
+    PolicyError,
     Refusal,
+    UsageError,
 )
 from .extensions import AgreedExtension, Extensions, identifier_problem, satisfies
 from .frozen_json import Budget, NotFreezable, footprint, freeze, is_object, thaw
@@ -243,7 +245,7 @@ def capability_names(names: str | Iterable[str], where: str) -> tuple[str, ...]:
     for name in result:
         problem = feature_name_problem(name, client_only=True, where=where)
         if problem is not None:
-            raise ValueError(problem)
+            raise PolicyError(problem)
     return result
 
 
@@ -293,7 +295,7 @@ class Policy:
     `ucp` holds the UCP settings (see `mcp_negotiation.ucp`).
     `client_overrides` are per-client rules (`ClientOverride`: a `clientInfo` name and
     version range, what it revokes and grants), applied as each record is made; the first
-    rule naming a capability decides it (see `docs/clients.md`). `extensions` declares the
+    rule naming a capability decides it (see `docs/client-overrides.md`). `extensions` declares the
     extensions the server speaks, by the identifier handlers ask about, each a settings
     mapping or an `Extension` (a family of identifiers): advertised to clients and agreed on
     each record (`Negotiation.extensions`) from this one declaration.
@@ -330,22 +332,24 @@ class Policy:
             shown = name[:_MAX_NAME_SHOWN]
             nearest = _nearest(shown, _POLICY_KEYWORDS)
             hint = f"did you mean {nearest!r}?" if nearest else f"its keywords: {', '.join(_POLICY_KEYWORDS)}"
-            raise TypeError(f"Policy() got an unexpected keyword argument {shown!r}; {hint}")
+            raise UsageError(f"Policy() got an unexpected keyword argument {shown!r}; {hint}")
         return object.__new__(cls)
 
     def __post_init__(self) -> None:
         for name in ("min_revision", "max_revision"):
             value = getattr(self, name)
             if value is not None and revisions.era(value) == "unknown":
-                raise ValueError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
+                raise PolicyError(f"{name} must be one of {', '.join(revisions.KNOWN)}; got {value!r}")
         if not all(callable(getattr(self.clock, name, None)) for name in ("today", "monotonic")):
-            raise TypeError(f"clock must have today() and monotonic(), like SYSTEM_CLOCK; got {self.clock!r}")
+            raise UsageError(
+                f"clock must have today() and monotonic(), like SYSTEM_CLOCK; got {self.clock!r}"
+            )
         if self.advertise not in ("modern", "all"):
-            raise ValueError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
+            raise PolicyError(f"advertise must be 'modern' or 'all'; got {self.advertise!r}")
         for name in ("strict", "record_client_identity", "trace_every_request", "hide_unusable"):
             value = getattr(self, name)
             if type(value) is not bool:  # "false" is true: a switch read by truth would flip
-                raise TypeError(f"{name} must be True or False; got {value!r}")
+                raise UsageError(f"{name} must be True or False; got {value!r}")
         object.__setattr__(
             self,
             "required_capabilities",
@@ -354,12 +358,12 @@ class Policy:
         # Whatever makes a stage (`stages.StageSource`), checked by what it offers: the core
         # names no stage's types.
         if self.ucp is not None and not callable(getattr(self.ucp, "stage", None)):
-            raise ValueError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
+            raise PolicyError(f"ucp must be a UcpPolicy; got {type(self.ucp).__name__}")
         withhold = frozenset((self.withhold,) if isinstance(self.withhold, str) else self.withhold)
         for name in withhold:
             problem = feature_name_problem(name, client_only=False, where="withhold")
             if problem is not None:
-                raise ValueError(problem)
+                raise PolicyError(problem)
         object.__setattr__(self, "withhold", withhold)
         object.__setattr__(self, "client_overrides", _overrides_given(self.client_overrides))
         if not isinstance(self.extensions, Extensions):
@@ -371,14 +375,14 @@ class Policy:
         withdrawn = self.withdrawn()
         bounds = self._bounds()
         if not bounds:
-            raise ValueError("the policy accepts no revision: check min_revision and max_revision")
+            raise PolicyError("the policy accepts no revision: check min_revision and max_revision")
         required = self.required_capabilities
         for name in required:
             # Either would refuse every request: a configuration error, like a misspelt name.
             if _is_withheld(name, withdrawn):
-                raise ValueError(f"required_capabilities names {name!r}, which the policy withholds")
+                raise PolicyError(f"required_capabilities names {name!r}, which the policy withholds")
             if not any(required_at(name, revision) for revision in bounds):
-                raise ValueError(
+                raise PolicyError(
                     f"required_capabilities names {name!r}, which no accepted revision"
                     f" ({bounds[0]} to {bounds[-1]}) has"
                 )
@@ -389,7 +393,7 @@ class Policy:
                 for name in required
                 if not all(required_at(name, r) for r in bounds)
             )
-            raise ValueError(
+            raise PolicyError(
                 f"required_capabilities names {', '.join(map(repr, required))}, which no accepted"
                 f" revision ({bounds[0]} to {bounds[-1]}) has together: {where}"
             )
@@ -447,20 +451,20 @@ def _overrides_given(rules: object) -> tuple[ClientOverride, ...]:
     """`rules` as a tuple of rules, each naming only what a rule can decide, their ids unique:
     a misspelt name would silently leave the quirk it was written for in place."""
     if isinstance(rules, ClientOverride | str | Mapping) or not isinstance(rules, Iterable):
-        raise TypeError("client_overrides takes a list of ClientOverride rules")
+        raise UsageError("client_overrides takes a list of ClientOverride rules")
     given = tuple(rules)
     seen: set[str] = set()
     for rule in given:
         if not isinstance(rule, ClientOverride):
-            raise TypeError(f"client_overrides takes ClientOverride rules; got {type(rule).__name__}")
+            raise UsageError(f"client_overrides takes ClientOverride rules; got {type(rule).__name__}")
         where = f"client_overrides rule {rule.rule_id!r}"
         if rule.rule_id in seen:
-            raise ValueError(f"{where} is there twice: each rule needs its own id (ClientOverride(id=...))")
+            raise PolicyError(f"{where} is there twice: each rule needs its own id (ClientOverride(id=...))")
         seen.add(rule.rule_id)
         for name in rule.names():
             problem = override_name_problem(name, where)
             if problem is not None:
-                raise ValueError(problem)
+                raise PolicyError(problem)
     return given
 
 
@@ -735,7 +739,7 @@ def policy_given(policy: object, who: str) -> Policy:
     if policy is None:
         return Policy()
     if not isinstance(policy, Policy):
-        raise TypeError(f"{who} takes a mcp_negotiation.Policy, not {type(policy).__name__}")
+        raise UsageError(f"{who} takes a mcp_negotiation.Policy, not {type(policy).__name__}")
     return policy
 
 

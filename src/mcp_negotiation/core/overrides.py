@@ -15,7 +15,7 @@ the record with the rule's id (`Negotiation.overrides`); every other answer is t
 declaration. The first rule that names a capability decides it; a grant never replaces what
 the client declared (declared wins), a revocation does.
 
-Pure: no SDK import, no I/O. See `docs/clients.md`.
+Pure: no SDK import, no I/O. See `docs/client-overrides.md`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from fnmatch import translate
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple, cast
 
+from .errors import PolicyError, UsageError
 from .frozen_json import Budget, NotFreezable, freeze
 from .versions import VersionRange
 
@@ -45,7 +46,7 @@ def _names(value: object, what: str) -> tuple[str, ...]:
     names = (value,) if isinstance(value, str) else tuple(value)  # type: ignore[arg-type]
     for name in names:
         if not isinstance(name, str):
-            raise TypeError(f"{what} takes capability names (strings); got {type(name).__name__}")
+            raise UsageError(f"{what} takes capability names (strings); got {type(name).__name__}")
     return names
 
 
@@ -58,19 +59,19 @@ def _frozen_grants(grant: object) -> Mapping[str, Any]:
     frozen: dict[str, Any] = {}
     for name, value in items:
         if not isinstance(name, str):
-            raise TypeError(f"grant takes capability names (strings); got {type(name).__name__}")
+            raise UsageError(f"grant takes capability names (strings); got {type(name).__name__}")
         if value is not None and value is not True and not isinstance(value, Mapping):
-            raise TypeError(f"grant[{name!r}] must be a settings object (a mapping), True or None")
+            raise UsageError(f"grant[{name!r}] must be a settings object (a mapping), True or None")
         if isinstance(value, Mapping):
             if "/" not in name and not name.startswith("experimental.") and value:
-                raise ValueError(
+                raise PolicyError(
                     f"grant[{name!r}]: only extensions and experimental capabilities take settings;"
                     f" grant sub-capabilities by name ({name}.SUB)"
                 )
             try:
                 value = freeze(value, Budget(_SETTINGS_BUDGET), max_depth=12)
             except NotFreezable as reason:
-                raise ValueError(f"grant[{name!r}] {reason}") from None
+                raise PolicyError(f"grant[{name!r}] {reason}") from None
         frozen[name] = value
     return MappingProxyType(frozen)
 
@@ -103,9 +104,9 @@ class ClientOverride:
 
     def __post_init__(self) -> None:
         if not isinstance(self.client, str) or not self.client:
-            raise TypeError(f"ClientOverride needs a client name or glob pattern; got {self.client!r:.100}")
+            raise UsageError(f"ClientOverride needs a client name or glob pattern; got {self.client!r:.100}")
         if len(self.client) > MAX_PATTERN_LENGTH:
-            raise ValueError(f"a client pattern is at most {MAX_PATTERN_LENGTH} characters")
+            raise PolicyError(f"a client pattern is at most {MAX_PATTERN_LENGTH} characters")
         glob = any(char in self.client for char in "*?[")
         object.__setattr__(self, "_pattern", re.compile(translate(self.client)) if glob else None)
         versions = None if self.versions is None else VersionRange.parse(self.versions)
@@ -114,13 +115,13 @@ class ClientOverride:
         grant = _frozen_grants(self.grant)
         both = sorted(set(revoke).intersection(grant))
         if both:
-            raise ValueError(f"rule {self.rule_id!r} both revokes and grants {', '.join(both)}")
+            raise PolicyError(f"rule {self.rule_id!r} both revokes and grants {', '.join(both)}")
         if not revoke and not grant:
-            raise ValueError(f"rule {self.rule_id!r} neither revokes nor grants anything")
+            raise PolicyError(f"rule {self.rule_id!r} neither revokes nor grants anything")
         object.__setattr__(self, "revoke", revoke)
         object.__setattr__(self, "grant", grant)
         if self.id is not None and (not isinstance(self.id, str) or not self.id or len(self.id) > 128):
-            raise ValueError(f"a rule id is a non-empty string, at most 128 characters; got {self.id!r:.100}")
+            raise PolicyError(f"a rule id is a non-empty string, at most 128 characters; got {self.id!r:.100}")
 
     @property
     def rule_id(self) -> str:
@@ -146,7 +147,7 @@ class ClientOverride:
         """The library's curated rules, each citing what it is based on (opt-in:
         `Policy(client_overrides=[*mine, *ClientOverride.known()])`, yours first, so that
         yours decide what both name). Small on purpose: a rule is here only when a public
-        report ties a behaviour to a `clientInfo` name (see `docs/clients.md`)."""
+        report ties a behaviour to a `clientInfo` name (see `docs/client-overrides.md`)."""
         return KNOWN
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Final, Literal
 
-from .errors import NegotiationError
+from .errors import NegotiationError, PolicyError
 
 __all__ = [
     "DEFAULT_REMOVAL_DATE",
@@ -92,7 +92,7 @@ def is_at_least(revision: object, minimum: str) -> bool:
     """
     floor = _INDEX.get(minimum) if isinstance(minimum, str) else None
     if floor is None:
-        raise ValueError(f"minimum must be one of {', '.join(KNOWN)}; got {minimum!r}")
+        raise PolicyError(f"minimum must be one of {', '.join(KNOWN)}; got {minimum!r}")
     position = _INDEX.get(revision) if isinstance(revision, str) else None
     return position is not None and position >= floor
 
@@ -112,7 +112,7 @@ def latest(era_name: Literal["legacy", "modern"]) -> str:
         return LEGACY[-1]
     if era_name == "modern":
         return MODERN[-1]
-    raise ValueError(f"era must be 'legacy' or 'modern'; got {era_name!r}")
+    raise PolicyError(f"era must be 'legacy' or 'modern'; got {era_name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +366,7 @@ def feature(name: str, revision: object) -> bool:
 def feature_names(side: Literal["client", "server"]) -> tuple[str, ...]:
     """The table's feature names for one side, in table order."""
     if side not in ("client", "server"):
-        raise ValueError(f"side must be 'client' or 'server'; got {side!r}")
+        raise PolicyError(f"side must be 'client' or 'server'; got {side!r}")
     return tuple(row.name for row in _ROWS if row.side == side)
 
 
@@ -438,12 +438,12 @@ def deprecation_window_open(
                 f"months_since_deprecation must be a whole number of months; got {months!r}"
             )
         if months < 0:
-            raise ValueError("months_since_deprecation cannot be negative")
+            raise PolicyError("months_since_deprecation cannot be negative")
         if today is None:
             return months < _months_between(DEPRECATION_DATE, removal)
         elapsed = _months_between(DEPRECATION_DATE, today)
         if elapsed != months:
-            raise ValueError(
+            raise PolicyError(
                 f"today={today} is {elapsed} whole months after the deprecation on {DEPRECATION_DATE}, "
                 f"not months_since_deprecation={months}; pass one of them"
             )

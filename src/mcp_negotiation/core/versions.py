@@ -6,7 +6,7 @@ too), nothing at all (a 2026-07-28 request need not carry `clientInfo`). So a ru
 must be small enough to read at a glance, and a version it cannot read must match no
 range: a frozen or missing version is *unknown*, never "old".
 
-The syntax, semver-ish (documented in `docs/clients.md`):
+The syntax, semver-ish (documented in `docs/client-overrides.md`):
 
 - `*` any version, also none or one that cannot be read;
 - `1.2.3` exactly that version; `1.2`, `1.2.*`, `1.x` every `1.2.…` (`1.…`) version;
@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
+
+from .errors import PolicyError, UsageError
 
 __all__ = ["MAX_RANGE_LENGTH", "Version", "VersionRange", "parse_version"]
 
@@ -94,13 +96,13 @@ def _compare(operator: str, bound: Version) -> Test:
     return lambda version: version == bound  # `=`, `==`, or a version alone: exactly that one
 
 
-class RangeError(ValueError):
+class RangeError(PolicyError):
     """A malformed range, with what was probably meant."""
 
 
 def _problem(rule: str, why: str, meant: str | None = None) -> RangeError:
     hint = f"; did you mean {meant!r}?" if meant else ""
-    return RangeError(f"malformed version range {rule!r}: {why}{hint} (docs/clients.md, 'Version ranges')")
+    return RangeError(f"malformed version range {rule!r}: {why}{hint} (docs/client-overrides.md, 'Version ranges')")
 
 
 def _comparator(rule: str, token: str) -> Test:
@@ -147,7 +149,7 @@ class VersionRange:
         """`text` parsed; a `RangeError` (a `ValueError`) saying what is wrong, and what was
         probably meant, for anything else."""
         if not isinstance(text, str):
-            raise TypeError(f"a version range is a string such as '>=1.2 <2'; got {type(text).__name__}")
+            raise UsageError(f"a version range is a string such as '>=1.2 <2'; got {type(text).__name__}")
         if len(text) > MAX_RANGE_LENGTH:
             raise _problem(text[:40] + "...", f"longer than {MAX_RANGE_LENGTH} characters")
         if not text.strip():

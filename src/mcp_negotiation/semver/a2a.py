@@ -36,7 +36,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 from urllib.parse import unquote_plus
 
-from mcp_negotiation.core.errors import INVALID_PARAMS, Refusal
+from mcp_negotiation.core.errors import INVALID_PARAMS, PolicyError, Refusal, UsageError
 from mcp_negotiation.semver.protocols import ProtocolName, ProtocolVersion, get_supported_versions
 
 __all__ = [
@@ -157,7 +157,7 @@ def _serves(listed: str, requested: str) -> bool:
 def a2a_wire_version(version: ProtocolVersion) -> str:
     """How an A2A `ProtocolVersion` is said on the wire and on cards: `Major.Minor`, no patch."""
     if version.protocol is not ProtocolName.A2A:
-        raise ValueError(f"{version.version_string} is a {version.protocol} version, not an A2A one")
+        raise PolicyError(f"{version.version_string} is a {version.protocol} version, not an A2A one")
     return f"{version.major}.{version.minor}"
 
 
@@ -190,12 +190,12 @@ def a2a_refusal(code: int, message: str, metadata: Mapping[str, str] | None = No
     one `google.rpc.ErrorInfo` (`reason`, `domain` "a2a-protocol.org", string `metadata`)."""
     reason = _REASONS.get(code)
     if reason is None:
-        raise ValueError(f"{code} is not -32009 or -32008")
+        raise PolicyError(f"{code} is not -32009 or -32008")
     info: dict[str, Any] = {"@type": ERROR_INFO_TYPE, "reason": reason, "domain": _DOMAIN}
     if metadata:
         for key, value in metadata.items():
             if not isinstance(key, str) or not isinstance(value, str):
-                raise ValueError(f"ErrorInfo metadata maps strings to strings, got {key!r}: {value!r}")
+                raise PolicyError(f"ErrorInfo metadata maps strings to strings, got {key!r}: {value!r}")
         info["metadata"] = MappingProxyType(dict(metadata))
     return Refusal(code, message, (MappingProxyType(info),))
 
@@ -226,7 +226,7 @@ def a2a_http_error(refusal: Refusal) -> tuple[int, dict[str, Any]]:
     """
     known = _STATUS.get(refusal.code)
     if known is None:
-        raise ValueError(f"{refusal.code} is not a refusal of A2A's negotiation")
+        raise PolicyError(f"{refusal.code} is not a refusal of A2A's negotiation")
     status, name = known
     body = refusal.to_jsonrpc_error()
     details = body.get("data")
@@ -313,10 +313,10 @@ class A2ACard:
         wanted = parse_a2a_version(version)
         if wanted is None or self.interface_for(wanted) is None:
             listed = ", ".join(self.versions)
-            raise ValueError(f"the card serves no A2A version {version!r}; it lists {listed}")
+            raise PolicyError(f"the card serves no A2A version {version!r}; it lists {listed}")
         release = a2a_release(wanted)
         if release is None:
-            raise ValueError(f"A2A {wanted} is no release this library knows")
+            raise PolicyError(f"A2A {wanted} is no release this library knows")
         return release.capabilities - (_CARD_FEATURES - self.declared)
 
 
@@ -324,7 +324,7 @@ def _text(where: str, value: object, *, required: bool = True) -> str:
     if value is None and not required:
         return ""
     if not isinstance(value, str) or (required and not value):
-        raise ValueError(f"{where} must be a non-empty string, got {value!r}")
+        raise PolicyError(f"{where} must be a non-empty string, got {value!r}")
     return value
 
 
@@ -332,16 +332,16 @@ def _entries(where: str, value: object) -> list[Mapping[str, Any]]:
     if value is None:
         return []
     if not isinstance(value, list | tuple) or not all(isinstance(item, Mapping) for item in value):
-        raise ValueError(f"{where} must be an array of objects")
+        raise PolicyError(f"{where} must be an array of objects")
     if len(value) > MAX_CARD_ENTRIES:
-        raise ValueError(f"{where} has more than {MAX_CARD_ENTRIES} entries")
+        raise PolicyError(f"{where} has more than {MAX_CARD_ENTRIES} entries")
     return list(value)
 
 
 def _card_version(where: str, value: object) -> str:
     version = parse_a2a_version(_text(where, value))
     if version is None:
-        raise ValueError(f"{where} must be Major.Minor, such as 1.0; got {value!r}")
+        raise PolicyError(f"{where} must be Major.Minor, such as 1.0; got {value!r}")
     return version
 
 
@@ -359,7 +359,7 @@ def _interfaces(card: Mapping[str, Any]) -> tuple[A2AInterface, ...]:
             for n, entry in enumerate(_entries("supportedInterfaces", card["supportedInterfaces"]))
         )
     if "protocolVersion" not in card:
-        raise ValueError("the card lists no version: it has neither supportedInterfaces nor protocolVersion")
+        raise PolicyError("the card lists no version: it has neither supportedInterfaces nor protocolVersion")
     version = _card_version("protocolVersion", card["protocolVersion"])
     preferred = _text("preferredTransport", card.get("preferredTransport", "JSONRPC"))
     others = _entries("additionalInterfaces", card.get("additionalInterfaces"))
@@ -382,11 +382,13 @@ def _extensions(capabilities: Mapping[str, Any]) -> tuple[A2AExtension, ...]:
         uri = _text(f"capabilities.extensions[{n}].uri", entry.get("uri"))
         required = entry.get("required", False)
         if not isinstance(required, bool):
-            raise ValueError(f"capabilities.extensions[{n}].required must be true or false, got {required!r}")
+            raise PolicyError(
+                f"capabilities.extensions[{n}].required must be true or false, got {required!r}"
+            )
         if len(uri) > MAX_URI_LENGTH:
-            raise ValueError(f"capabilities.extensions[{n}].uri is longer than {MAX_URI_LENGTH} characters")
+            raise PolicyError(f"capabilities.extensions[{n}].uri is longer than {MAX_URI_LENGTH} characters")
         if uri in extensions:
-            raise ValueError(f"capabilities.extensions lists {uri} more than once")
+            raise PolicyError(f"capabilities.extensions lists {uri} more than once")
         extensions[uri] = A2AExtension(uri, required)
     return tuple(extensions.values())
 
@@ -401,15 +403,15 @@ def read_agent_card(card: Mapping[str, Any]) -> A2ACard:
     card that lists no version or holds a malformed entry: the card is the caller's.
     """
     if not isinstance(card, Mapping):
-        raise ValueError(f"an agent card is a JSON object, got {type(card).__name__}")
+        raise PolicyError(f"an agent card is a JSON object, got {type(card).__name__}")
     interfaces = _interfaces(card)
     if not interfaces:
-        raise ValueError("the card's supportedInterfaces is empty: it serves no version")
+        raise PolicyError("the card's supportedInterfaces is empty: it serves no version")
     capabilities = card.get("capabilities")
     if capabilities is None:
         capabilities = {}
     if not isinstance(capabilities, Mapping):
-        raise ValueError("capabilities must be an object")
+        raise PolicyError("capabilities must be an object")
     extensions = _extensions(capabilities)
     flags = {
         "streaming": capabilities.get("streaming") is True,
@@ -456,7 +458,7 @@ def _decoded(value: object, what: str) -> str:
         return value
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("latin-1")  # what HTTP servers (and ASGI) decode header bytes as
-    raise TypeError(f"a {what} must be str or bytes, got {type(value).__name__}")
+    raise UsageError(f"a {what} must be str or bytes, got {type(value).__name__}")
 
 
 def _pairs(source: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
@@ -707,15 +709,15 @@ class A2AChoice:
 
 def _versions(versions: Iterable[str]) -> tuple[str, ...]:
     if isinstance(versions, str | bytes):
-        raise ValueError(f"versions must be a collection of versions, not the single string {versions!r}")
+        raise PolicyError(f"versions must be a collection of versions, not the single string {versions!r}")
     chosen = []
     for version in versions:
         parsed = parse_a2a_version(version) if isinstance(version, str) else None
         if parsed is None:
-            raise ValueError(f"versions must be Major.Minor, such as 1.0; got {version!r}")
+            raise PolicyError(f"versions must be Major.Minor, such as 1.0; got {version!r}")
         chosen.append(parsed)
     if not chosen:
-        raise ValueError("versions is empty: a client speaks at least one")
+        raise PolicyError("versions is empty: a client speaks at least one")
     return tuple(dict.fromkeys(chosen))
 
 

@@ -56,13 +56,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from mcp_negotiation.core import revisions
 from mcp_negotiation.core.errors import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
+    PolicyError,
     Refusal,
+    UsageError,
 )
 from mcp_negotiation.core.revisions import FeatureRow
 from mcp_negotiation.semver.a2a import (
@@ -106,10 +108,15 @@ class RefusedBy(StrEnum):
     UPSTREAM = "upstream"
     BOTH = "both"
 
+    @classmethod
+    def _missing_(cls, value: object) -> NoReturn:
+        # Enum's own would be a bare ValueError, outside the library's errors.
+        raise PolicyError(f"refused_by must be one of {', '.join(cls)}; got {value!r}")
+
 
 def _non_empty(field: str, value: object) -> str:
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{field} must be a non-empty string, got {value!r}")
+        raise PolicyError(f"{field} must be a non-empty string, got {value!r}")
     return value
 
 
@@ -136,7 +143,7 @@ class Leg:
         object.__setattr__(self, "version", _non_empty("version", version))
         if self.protocol is ProtocolName.MCP and not revisions.is_date_version(version):
             # A revision this library does not know yet is fine (a newer peer); a semver is a mix-up.
-            raise ValueError(f"an MCP leg's version is a revision date such as 2025-11-25; got {version!r}")
+            raise PolicyError(f"an MCP leg's version is a revision date such as 2025-11-25; got {version!r}")
         object.__setattr__(self, "features", name_set("features", features))
 
 
@@ -195,18 +202,18 @@ class FeatureMapping:
     ) -> None:
         left_name, right_name = ProtocolName(left), ProtocolName(right)
         if left_name is right_name:
-            raise ValueError(f"a feature mapping joins two different protocols, got {left_name} twice")
+            raise PolicyError(f"a feature mapping joins two different protocols, got {left_name} twice")
         items = pairs.items() if isinstance(pairs, Mapping) else pairs
         try:
             if isinstance(items, str | bytes):
                 raise TypeError
             table = tuple(sorted((a, b) for a, b in items))
         except (TypeError, ValueError):
-            raise TypeError("pairs must be a mapping or (left, right) pairs of feature names") from None
+            raise UsageError("pairs must be a mapping or (left, right) pairs of feature names") from None
         for side, names in ((left_name, [a for a, _ in table]), (right_name, [b for _, b in table])):
             name_set(f"{side} feature names", names)
             if len(set(names)) != len(names):
-                raise ValueError(f"each {side} feature may be paired once; the table repeats one")
+                raise PolicyError(f"each {side} feature may be paired once; the table repeats one")
         object.__setattr__(self, "left", left_name)
         object.__setattr__(self, "right", right_name)
         object.__setattr__(self, "pairs", table)
@@ -220,7 +227,7 @@ class FeatureMapping:
             return self._from_left.get(feature)
         if origin is self.right:
             return self._from_right.get(feature)
-        raise ValueError(f"this mapping joins {self.left} and {self.right}, not {origin}")
+        raise PolicyError(f"this mapping joins {self.left} and {self.right}, not {origin}")
 
 
 A2A_MCP: Final[FeatureMapping] = FeatureMapping(
@@ -243,14 +250,16 @@ def _translator(
 ) -> Callable[[str], str | None]:
     if downstream is upstream:
         if mapping is not None:
-            raise ValueError(f"both legs speak {downstream}; a feature mapping is for cross-protocol bridges")
+            raise PolicyError(
+                f"both legs speak {downstream}; a feature mapping is for cross-protocol bridges"
+            )
         return lambda feature: feature
     if mapping is None and {downstream, upstream} == {A2A_MCP.left, A2A_MCP.right}:
         mapping = A2A_MCP
     if mapping is None:
-        raise ValueError(f"no default feature mapping between {upstream} and {downstream}; pass mapping=")
+        raise PolicyError(f"no default feature mapping between {upstream} and {downstream}; pass mapping=")
     if {mapping.left, mapping.right} != {downstream, upstream}:
-        raise ValueError(
+        raise PolicyError(
             f"the mapping joins {mapping.left} and {mapping.right}, but the legs speak {downstream} "
             f"and {upstream}"
         )
@@ -397,9 +406,11 @@ def advertised_capabilities(agreement: Agreement) -> dict[str, dict[str, Any]]:
     """
     leg = agreement.downstream
     if leg.protocol is not ProtocolName.MCP:
-        raise ValueError(f"the downstream leg speaks {leg.protocol}; MCP capabilities need an MCP downstream")
+        raise PolicyError(
+            f"the downstream leg speaks {leg.protocol}; MCP capabilities need an MCP downstream"
+        )
     if revisions.era(leg.version) == "unknown":
-        raise ValueError(f"the downstream leg's version {leg.version!r} is not a known MCP revision")
+        raise PolicyError(f"the downstream leg's version {leg.version!r} is not a known MCP revision")
     capabilities: dict[str, dict[str, Any]] = {}
     for placement in _PLACEMENTS:
         top = placement.feature.split(".", 1)[0]
@@ -438,7 +449,7 @@ def a2a_leg(
     activated = name_set("extensions", extensions)
     unlisted = activated - {extension.uri for extension in offer.extensions}
     if unlisted:
-        raise ValueError(f"the card lists no extension {', '.join(sorted(unlisted))}")
+        raise PolicyError(f"the card lists no extension {', '.join(sorted(unlisted))}")
     features = offer.features_at(version)
     return Leg(peer, ProtocolName.A2A, parse_a2a_version(version) or version, features | activated)
 
@@ -474,7 +485,7 @@ _MAX_RELAYED_MESSAGE: Final = 256
 def _codes(leg: Leg) -> Mapping[int, str]:
     codes = _KINDS.get(leg.protocol)
     if codes is None:
-        raise ValueError(f"no refusal of {leg.protocol} is mapped; only MCP and A2A refusals are")
+        raise PolicyError(f"no refusal of {leg.protocol} is mapped; only MCP and A2A refusals are")
     return codes
 
 
@@ -483,7 +494,7 @@ def _kind(leg: Leg, refusal: Refusal) -> str:
     kind = codes.get(refusal.code)
     if kind is None:
         expected = " or ".join(str(code) for code in codes)
-        raise ValueError(f"{refusal.code} is not a negotiation refusal of {leg.protocol} ({expected})")
+        raise PolicyError(f"{refusal.code} is not a negotiation refusal of {leg.protocol} ({expected})")
     return kind
 
 
@@ -562,7 +573,7 @@ def relay_refusal(agreement: Agreement, refusal: Refusal, *, refused_by: Refused
     """
     side = RefusedBy(refused_by)
     if side is RefusedBy.BOTH:
-        raise ValueError("a refusal is made on one leg: refused_by is downstream or upstream")
+        raise PolicyError("a refusal is made on one leg: refused_by is downstream or upstream")
     refusing, other = (
         (agreement.upstream, agreement.downstream)
         if side is RefusedBy.UPSTREAM

@@ -37,6 +37,7 @@ from types import MappingProxyType
 from typing import Final, NoReturn
 
 from mcp_negotiation.core import revisions
+from mcp_negotiation.core.errors import PolicyError
 
 __all__ = [
     "MCP_SEMVER",
@@ -62,15 +63,15 @@ class ProtocolName(StrEnum):
     @classmethod
     def _missing_(cls, value: object) -> NoReturn:
         # Enum's own message ("'x' is not a valid ProtocolName") does not say what would be.
-        raise ValueError(f"unknown protocol {value!r}; expected one of {', '.join(cls)}")
+        raise PolicyError(f"unknown protocol {value!r}; expected one of {', '.join(cls)}")
 
 
 def _version_number(field: str, value: object) -> int:
     # bool is an int subclass; `True` as a minor version is always a caller's mistake.
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{field} must be an int, got {value!r}")
+        raise PolicyError(f"{field} must be an int, got {value!r}")
     if value < 0:
-        raise ValueError(f"{field} cannot be negative, got {value}")
+        raise PolicyError(f"{field} cannot be negative, got {value}")
     return value
 
 
@@ -80,11 +81,11 @@ def name_set(field: str, values: Iterable[str]) -> frozenset[str]:
     Shared with `bridge`, whose legs carry the same kind of name sets.
     """
     if isinstance(values, str | bytes):
-        raise ValueError(f"{field} must be a collection of names, not the single string {values!r}")
+        raise PolicyError(f"{field} must be a collection of names, not the single string {values!r}")
     names = frozenset(values)
     for name in names:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"{field} must contain non-empty strings, got {name!r}")
+            raise PolicyError(f"{field} must contain non-empty strings, got {name!r}")
     return names
 
 
@@ -146,24 +147,24 @@ def _key(version: ProtocolVersion) -> _Triple:
 def _sorted_versions(versions: Iterable[ProtocolVersion], side: str) -> tuple[ProtocolVersion, ...]:
     listed = tuple(versions)
     if not listed:
-        raise ValueError(f"the {side} version list is empty")
+        raise PolicyError(f"the {side} version list is empty")
     for version in listed:
         if not isinstance(version, ProtocolVersion):
-            raise ValueError(f"the {side} version list must hold ProtocolVersion values, got {version!r}")
+            raise PolicyError(f"the {side} version list must hold ProtocolVersion values, got {version!r}")
     protocols = sorted({version.protocol for version in listed})
     if len(protocols) > 1:
-        raise ValueError(f"the {side} version list mixes protocols: {', '.join(protocols)}")
+        raise PolicyError(f"the {side} version list mixes protocols: {', '.join(protocols)}")
     ordered = tuple(sorted(listed, key=_key))
     for lower, upper in pairwise(ordered):
         if _key(lower) == _key(upper):
             # Two entries for one version could carry different capabilities: ambiguous.
-            raise ValueError(f"the {side} version list has {upper.version_string} more than once")
+            raise PolicyError(f"the {side} version list has {upper.version_string} more than once")
     return ordered
 
 
 def _same_protocol(local: ProtocolVersion, remote: ProtocolVersion) -> None:
     if local.protocol is not remote.protocol:
-        raise ValueError(
+        raise PolicyError(
             f"local and remote speak different protocols ({local.protocol} and {remote.protocol}); "
             "versions of different protocols cannot be negotiated"
         )
@@ -229,7 +230,7 @@ def version_is_compatible(local: ProtocolVersion, remote: ProtocolVersion) -> bo
     """
     for side, version in (("local", local), ("remote", remote)):
         if not isinstance(version, ProtocolVersion):
-            raise ValueError(f"{side} must be a ProtocolVersion, got {version!r}")
+            raise PolicyError(f"{side} must be a ProtocolVersion, got {version!r}")
     _same_protocol(local, remote)
     return local.major == remote.major
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal, get_args
 
-from ..core.errors import NegotiationError, Refusal
+from ..core.errors import NegotiationError, PolicyError, Refusal
 
 __all__ = [
     "CAPABILITIES_INCOMPATIBLE",
@@ -72,7 +72,7 @@ class UcpError(NegotiationError):
         version: str | None = None,
     ) -> None:
         if code not in get_args(UcpErrorCode):
-            raise ValueError(f"unknown UCP error code {code!r}")
+            raise PolicyError(f"unknown UCP error code {code!r}")
         super().__init__(f"{code}: {message}")
         self.code: UcpErrorCode = code
         self.message = message
@@ -102,9 +102,9 @@ class UcpError(NegotiationError):
         as a successful result would hide a discovery failure from the platform.
         """
         if self.code != CAPABILITIES_INCOMPATIBLE:
-            raise ValueError(f"{self.code} is a transport error; use to_jsonrpc_error()")
+            raise PolicyError(f"{self.code} is a transport error; use to_jsonrpc_error()")
         if self.version is None:
-            raise ValueError("a capabilities_incompatible result needs the negotiated version")
+            raise PolicyError("a capabilities_incompatible result needs the negotiated version")
         result: dict[str, Any] = {
             "ucp": {"version": self.version, "status": "error"},
             "messages": [

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
+from ..core.errors import PolicyError
 from .authority import authority_binds
 from .errors import CAPABILITIES_INCOMPATIBLE, VERSION_UNSUPPORTED, UcpError
 from .profile import RELEASE_RULES_FROM, CapabilityEntry, Profile
@@ -229,7 +230,7 @@ def negotiate_capabilities(
     version = platform.version
     if version != business.version:
         if version in business.supported_versions:
-            raise ValueError(
+            raise PolicyError(
                 f"protocol version {version} is served by the business profile that supported_versions"
                 f" lists for it ({business.supported_versions[version]}): negotiate against that profile"
             )

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final, TypeAlias
 
+from ..core.errors import PolicyError, UsageError
 from .profile import MAX_CAPABILITIES, MAX_NAME_LENGTH, MAX_PARENTS, MAX_PROFILE_BYTES, is_version
 
 __all__ = ["Requirements", "Requires", "SchemaSource", "VersionRange"]
@@ -41,13 +42,13 @@ _ANY_VERSION: Final = ""
 def _date(value: object, where: str) -> str:
     if isinstance(value, str) and is_version(value):
         return value
-    raise ValueError(f"{where} must be a YYYY-MM-DD date, not {value!r:.60}")
+    raise PolicyError(f"{where} must be a YYYY-MM-DD date, not {value!r:.60}")
 
 
 def _name(value: object, where: str) -> str:
     if isinstance(value, str) and 0 < len(value) <= MAX_NAME_LENGTH:
         return value
-    raise ValueError(f"{where} must be a capability name of 1 to {MAX_NAME_LENGTH} characters")
+    raise PolicyError(f"{where} must be a capability name of 1 to {MAX_NAME_LENGTH} characters")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ class VersionRange:
     def __post_init__(self) -> None:
         _date(self.min, "min")
         if self.max is not None and _date(self.max, "max") < self.min:
-            raise ValueError(f"the range {self.min}..{self.max} is empty")
+            raise PolicyError(f"the range {self.min}..{self.max} is empty")
 
     def admits(self, version: str) -> bool:
         return self.min <= version and (self.max is None or version <= self.max)
@@ -72,11 +73,11 @@ class VersionRange:
     @classmethod
     def from_json(cls, obj: object, where: str) -> VersionRange:
         if not isinstance(obj, Mapping) or "min" not in obj:
-            raise ValueError(f"{where} must be an object with a min version")
+            raise PolicyError(f"{where} must be an object with a min version")
         try:
             return cls(_date(obj["min"], f"{where}.min"), obj.get("max"))
         except ValueError as reason:
-            raise ValueError(f"{where}: {reason}") from None
+            raise PolicyError(f"{where}: {reason}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ class Requires:
 
     def __post_init__(self) -> None:
         if len(self.capabilities) > MAX_PARENTS:
-            raise ValueError(f"requires.capabilities may name at most {MAX_PARENTS} capabilities")
+            raise PolicyError(f"requires.capabilities may name at most {MAX_PARENTS} capabilities")
         for name in self.capabilities:
             _name(name, "a requires.capabilities key")
         object.__setattr__(self, "capabilities", MappingProxyType(dict(self.capabilities)))
@@ -110,11 +111,11 @@ class Requires:
     def from_json(cls, obj: object, where: str = "requires") -> Requires:
         """Read a `requires` object as an extension schema writes it; `ValueError` if malformed."""
         if not isinstance(obj, Mapping):
-            raise ValueError(f"{where} must be an object")
+            raise PolicyError(f"{where} must be an object")
         protocol = obj.get("protocol")
         capabilities = obj.get("capabilities", {})
         if not isinstance(capabilities, Mapping):
-            raise ValueError(f"{where}.capabilities must be an object")
+            raise PolicyError(f"{where}.capabilities must be an object")
         return cls(
             None if protocol is None else VersionRange.from_json(protocol, f"{where}.protocol"),
             {
@@ -131,10 +132,13 @@ def _schema_document(source: SchemaSource) -> Mapping[str, object]:
         return source
     path = Path(source)
     if path.stat().st_size > MAX_PROFILE_BYTES:
-        raise ValueError(f"the extension schema {source} is larger than {MAX_PROFILE_BYTES} bytes")
-    document = json.loads(path.read_bytes())
+        raise PolicyError(f"the extension schema {source} is larger than {MAX_PROFILE_BYTES} bytes")
+    try:
+        document = json.loads(path.read_bytes())
+    except ValueError as bad:  # bad JSON or bad UTF-8: the configuration's, said as the library's error
+        raise PolicyError(f"the extension schema {source} is not JSON: {bad}") from None
     if not isinstance(document, Mapping):
-        raise ValueError(f"the extension schema {source} is not a JSON object")
+        raise PolicyError(f"the extension schema {source} is not a JSON object")
     return document
 
 
@@ -161,14 +165,14 @@ class Requirements:
         schemas: Iterable[SchemaSource] = (),
     ) -> None:
         if by_name is not None and not isinstance(by_name, Mapping):
-            raise TypeError(f"requirements by name must be a mapping; got {type(by_name).__name__}")
+            raise UsageError(f"requirements by name must be a mapping; got {type(by_name).__name__}")
         of: dict[tuple[str, str], Requires] = {}
 
         def add(name: str, version: str, requires: Requires) -> None:
             if (name, version) in of:
-                raise ValueError(f"requirements for {name} {version or '(every version)'} are given twice")
+                raise PolicyError(f"requirements for {name} {version or '(every version)'} are given twice")
             if len(of) >= MAX_CAPABILITIES:
-                raise ValueError(f"at most {MAX_CAPABILITIES} extensions' requirements may be given")
+                raise PolicyError(f"at most {MAX_CAPABILITIES} extensions' requirements may be given")
             of[name, version] = requires
 
         for name, requires in (by_name or {}).items():
@@ -187,7 +191,7 @@ class Requirements:
             defs = document.get("$defs")
             if isinstance(defs, Mapping) and not requires.capabilities.keys() <= defs.keys():
                 stray = ", ".join(sorted(requires.capabilities.keys() - defs.keys()))
-                raise ValueError(f"{name}'s requires.capabilities names {stray}, which its $defs does not")
+                raise PolicyError(f"{name}'s requires.capabilities names {stray}, which its $defs does not")
             add(name, version, requires)
         self._of: Mapping[tuple[str, str], Requires] = MappingProxyType(of)
 

@@ -52,6 +52,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
+from ..core.errors import PolicyError
+
 if TYPE_CHECKING:
     import httpx2
 else:
@@ -312,7 +314,7 @@ class Lookups:
 
     def __init__(self, limit: int = LOOKUP_LIMIT) -> None:
         if limit < 1:
-            raise ValueError("limit must be positive")
+            raise PolicyError("limit must be positive")
         self.limit = limit
         self._running: dict[tuple[str, int], concurrent.futures.Future[list[Any]]] = {}
         self._lock = threading.Lock()
@@ -461,13 +463,16 @@ class HttpsProfileResolver:
         http_client: Callable[..., httpx2.AsyncClient] | None = None,
     ) -> None:
         if max_body_bytes < MIN_BODY_CAP:
-            raise ValueError(f"max_body_bytes must be at least {MIN_BODY_CAP}")
+            raise PolicyError(f"max_body_bytes must be at least {MIN_BODY_CAP}")
         if cache_size < 1:
-            raise ValueError("cache_size must be positive")
+            raise PolicyError("cache_size must be positive")
         if cache_bytes < max_body_bytes:
-            raise ValueError(f"cache_bytes must be at least max_body_bytes ({max_body_bytes})")
+            raise PolicyError(f"cache_bytes must be at least max_body_bytes ({max_body_bytes})")
         self._ssl_context = ssl_context if ssl_context is not None else httpx2.create_ssl_context()
-        self._allowed = tuple(ipaddress.ip_network(item, strict=False) for item in allow_addresses)
+        try:
+            self._allowed = tuple(ipaddress.ip_network(item, strict=False) for item in allow_addresses)
+        except ValueError as bad:  # ipaddress's own, about a value the server author configured
+            raise PolicyError(f"allow_addresses: {bad}") from None
         self._ports: Container[int] = (
             allow_ports if isinstance(allow_ports, range) else frozenset(allow_ports)
         )

@@ -75,6 +75,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from ..core.client_log import report
+from ..core.errors import PolicyError
 from .errors import UcpError, UcpErrorCode
 from .profile import Profile
 from .redis_batches import Batches, StoreClock
@@ -182,13 +183,13 @@ class RedisProfileCache:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if timeout <= 0 or lock_seconds <= 0 or poll_interval <= 0 or retry_after < 0:
-            raise ValueError(
+            raise PolicyError(
                 "timeout, lock_seconds and poll_interval must be positive; retry_after not negative"
             )
         if max_connections < 1:
-            raise ValueError("max_connections must be at least 1")
+            raise PolicyError("max_connections must be at least 1")
         if max_entry_bytes < 1024:
-            raise ValueError("max_entry_bytes must be at least 1024")
+            raise PolicyError("max_entry_bytes must be at least 1024")
         self._owned = isinstance(store, str)
         if isinstance(store, str):
             # No retries of redis-py's own: the call's budget decides how long to try.

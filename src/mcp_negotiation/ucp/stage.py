@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from ..core.client_log import report
-from ..core.errors import Refusal
+from ..core.errors import PolicyError, Refusal, UsageError
 from ..core.facts import Facts
 from ..core.outcome import Known, Need
 from ..core.stages import Fetched
@@ -92,22 +92,22 @@ class UcpPolicy:
 
     def __post_init__(self) -> None:
         if self.resolver is not None and not callable(getattr(self.resolver, "resolve", None)):
-            raise TypeError(f"resolver must have a resolve(url) method; got {type(self.resolver).__name__}")
+            raise UsageError(f"resolver must have a resolve(url) method; got {type(self.resolver).__name__}")
         if self.continue_url is not None and not isinstance(self.continue_url, str):
-            raise TypeError(f"continue_url must be a URL string; got {type(self.continue_url).__name__}")
+            raise UsageError(f"continue_url must be a URL string; got {type(self.continue_url).__name__}")
         business = Profile.load(self.business_profile)
         pinned: dict[str, Profile] = {}
         for version, source in self.supported_profiles.items():
             if version not in business.supported_versions:
                 listed = ", ".join(sorted(business.supported_versions)) or "none"
-                raise ValueError(
+                raise PolicyError(
                     f"supported_profiles pins version {version!r}, which the business profile's"
                     f" supported_versions does not list (it lists {listed})"
                 )
             pinned[version] = Profile.load(source)
             problem = pinned[version].leaf_problem(version)
             if problem is not None:
-                raise ValueError(f"the profile pinned for version {version} {problem}")
+                raise PolicyError(f"the profile pinned for version {version} {problem}")
         object.__setattr__(self, "business", business)
         requires = self.requires
         requirements = requires if isinstance(requires, Requirements) else Requirements(requires)

@@ -306,7 +306,7 @@ async def test_a_ucp_agent_header_at_odds_with_the_arguments_is_refused_every_ti
     """Whatever was memoised for the same record and profile (a legacy session's record is
     one for all its calls): a call whose header names another profile, or does not parse, is
     decided in full and refused, on every call."""
-    decided = decisions(monkeypatch)
+    decided = decisions(monkeypatch, refusals=True)
     with serve_http(build_shop(StaticResolver(SHOP_PLATFORMS)).streamable_http_app()) as url:
         if era == "legacy":  # one session, its header changed between calls
             async with _shop_session(url, None) as (session, http):
@@ -329,7 +329,7 @@ async def test_a_ucp_agent_header_at_odds_with_the_arguments_is_refused_every_ti
                     assert (data["code"], data["content"]) == (INVALID_PROFILE_URL, reason)
                 else:
                     assert response.json()["result"]["structuredContent"]["ucp"]["capabilities"]
-    assert decided.count("tools/call") == (2 if era == "legacy" else 3), decided
+    assert decided == ["tools/call", "tools/call"]
 
 
 async def test_a_modern_ucp_call_over_http_with_its_header_is_decided_once(
@@ -345,7 +345,7 @@ async def test_a_modern_ucp_call_over_http_with_its_header_is_decided_once(
         assert answer["result"]["structuredContent"]["ucp"]["capabilities"] == {
             CHECKOUT: [{"version": UCP_V}]
         }
-    assert decided.count("tools/call") == 1, decided
+    assert len(decided) == 1, decided  # (on mcp 2.0-2.2 the SDK's own listing before the call)
 
 
 def _shop_call(request_id: int) -> dict[str, Any]:

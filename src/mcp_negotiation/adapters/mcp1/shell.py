@@ -23,7 +23,7 @@ import wrapt
 
 from ...core import revisions
 from ...core.engine import Engine
-from ...core.errors import Refusal
+from ...core.errors import PolicyError, Refusal
 from ...core.facts import Origin
 from ...core.negotiation import Negotiator, Policy, policy_given
 from ...core.outcome import Known, Outcome
@@ -69,7 +69,7 @@ def _within_sdk(policy: Policy) -> Policy:
             if oldest == policy.min_revision
             else f"every revision its required_capabilities allow ({', '.join(policy.accepted())}) is"
         )
-        raise ValueError(
+        raise PolicyError(
             f"{what} newer than every revision mcp {seams.sdk_version()} "
             f"serves (the newest is {newest}); no client could be served"
         )

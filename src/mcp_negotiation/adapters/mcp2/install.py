@@ -22,6 +22,7 @@ import wrapt
 from starlette.applications import Starlette
 
 from ...core import revisions
+from ...core.errors import UsageError
 from ...core.negotiation import Policy, policy_given
 from .. import instrumenting
 from ..context import check_requires_order
@@ -147,7 +148,7 @@ def _require_server(server: object) -> None:
         )
     else:
         problem = f"not {type(server).__name__}"
-    raise TypeError(f"negotiate() takes {_ACCEPTED}, {problem}")
+    raise UsageError(f"negotiate() takes {_ACCEPTED}, {problem}")
 
 
 _HTTP_APP = "streamable_http_app"
