@@ -47,26 +47,30 @@ POLICY = Policy(
     extensions={APPS: {}},
 )
 
-server = negotiate(MCPServer("client-overrides"), POLICY)
 
 
-@server.tool()
-async def report(ctx: Context) -> str:
-    """What this client is told, and why: each answer a rule decided names the rule."""
-    record = negotiation_of(ctx)
-    asks = "asks" if client_supports(ctx, "elicitation.form") else "uses the default"
-    links = "links" if client_supports(ctx, "client.renders_resource_links") else "inline text"
-    apps = "apps" if client_supports(ctx, APPS, mimeTypes=[APP_MIME]) else "no apps"
-    rules = ", ".join(f"{name}: {rule}" for name, rule in sorted(record.overrides.items())) or "none"
-    return f"{record.client_name} {record.client_version} ({record.era}): {asks}, {links}, {apps}; rules: {rules}"
+def build() -> MCPServer:
+    """The server: two tools, and the policy above."""
+    server = negotiate(MCPServer("client-overrides"), POLICY)
 
+    @server.tool()
+    async def report(ctx: Context) -> str:
+        """What this client is told, and why: each answer a rule decided names the rule."""
+        record = negotiation_of(ctx)
+        asks = "asks" if client_supports(ctx, "elicitation.form") else "uses the default"
+        links = "links" if client_supports(ctx, "client.renders_resource_links") else "inline text"
+        apps = "apps" if client_supports(ctx, APPS, mimeTypes=[APP_MIME]) else "no apps"
+        rules = ", ".join(f"{name}: {rule}" for name, rule in sorted(record.overrides.items())) or "none"
+        return f"{record.client_name} {record.client_version}: {asks}, {links}, {apps}; rules: {rules}"
 
-@server.tool()
-@requires_extension(APPS, mimeTypes=[APP_MIME])
-async def dashboard(ctx: Context) -> str:
-    """Only for clients that render MCP Apps (-32021 for the others)."""
-    agreed = negotiation_of(ctx).extensions[APPS]
-    return f"dashboard at ui://dashboard (agreed {agreed.identifier})"
+    @server.tool()
+    @requires_extension(APPS, mimeTypes=[APP_MIME])
+    async def dashboard(ctx: Context) -> str:
+        """Only for clients that render MCP Apps (-32021 for the others)."""
+        agreed = negotiation_of(ctx).extensions[APPS]
+        return f"dashboard at ui://dashboard (agreed {agreed.identifier})"
+
+    return server
 
 
 CLIENTS = (
@@ -77,33 +81,43 @@ CLIENTS = (
 )
 
 
-async def tour() -> None:
-    for mode in ("legacy", "2026-07-28"):
-        for name, version, declared in CLIENTS:
-            apps = [advertise(APPS, declared[APPS])] if APPS in declared else None
-            client = Client(
-                server,
-                mode=mode,
-                client_info=Implementation(name=name, version=version),
-                extensions=apps,
-                elicitation_callback=_never_called if "elicitation" in declared else None,
-            )
-            async with client:
-                said = await client.call_tool("report", {})
-                print(said.content[0].text)  # type: ignore[union-attr]
-                try:
-                    shown = await client.call_tool("dashboard", {})
-                    print("  dashboard:", shown.content[0].text)  # type: ignore[union-attr]
-                except MCPError as refused:
-                    print(f"  dashboard: {refused.error.code} {refused.error.data}")
+async def tour(target: object, mode: str) -> list[str]:
+    """Each client of `CLIENTS` connected to `target` (a server, stdio parameters or a URL) in
+    `mode` ("legacy" or "2026-07-28"): what `report` said, and what `dashboard` answered."""
+    lines = []
+    for name, version, declared in CLIENTS:
+        apps = [advertise(APPS, declared[APPS])] if APPS in declared else None
+        client = Client(
+            target,  # type: ignore[arg-type]
+            mode=mode,  # type: ignore[arg-type]
+            client_info=Implementation(name=name, version=version),
+            extensions=apps,
+            elicitation_callback=_never_called if "elicitation" in declared else None,
+        )
+        async with client:
+            said = await client.call_tool("report", {})
+            lines.append(said.content[0].text)  # type: ignore[union-attr]
+            try:
+                shown = await client.call_tool("dashboard", {})
+                lines.append(f"  dashboard: {shown.content[0].text}")  # type: ignore[union-attr]
+            except MCPError as refused:
+                lines.append(f"  dashboard: {refused.error.code} {refused.error.data}")
+    return lines
 
 
 async def _never_called(context: object, params: object) -> object:
     raise AssertionError("the tour asks nothing")
 
 
+async def main() -> None:
+    server = build()
+    for mode in ("legacy", "2026-07-28"):
+        print(f"-- {mode}")
+        print("\n".join(await tour(server, mode)))
+
+
 if __name__ == "__main__":
     if "--stdio" in sys.argv:
-        server.run("stdio")
+        build().run("stdio")
     else:
-        anyio.run(tour)
+        anyio.run(main)
