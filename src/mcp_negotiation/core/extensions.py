@@ -19,6 +19,7 @@ Pure: no SDK import, no I/O.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
@@ -68,8 +69,12 @@ def settings_given(settings: object, what: str) -> Mapping[str, Any]:
         raise UsageError(f"{what} must be a settings object (a mapping); got {type(settings).__name__}")
     try:
         frozen: Mapping[str, Any] = freeze(settings, Budget(_SETTINGS_BUDGET), max_depth=12)
+        # Advertised or sent as JSON: a NaN or an infinity would fail the answer, not the policy.
+        json.dumps(thaw(frozen), allow_nan=False)
     except NotFreezable as reason:
         raise PolicyError(f"{what} {reason}") from None
+    except ValueError:
+        raise PolicyError(f"{what} holds a number JSON cannot carry (NaN or an infinity)") from None
     return frozen
 
 

@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any, Final, NamedTuple, cast
 
 from .errors import PolicyError, UsageError
-from .frozen_json import Budget, NotFreezable, freeze
+from .extensions import settings_given
 from .versions import VersionRange
 
 __all__ = ["ASSERTED_NAMESPACE", "MAX_PATTERN_LENGTH", "Applied", "ClientOverride", "apply_overrides"]
@@ -39,7 +39,6 @@ client declares these; `client_supports` answers them from the rules alone."""
 MAX_PATTERN_LENGTH: Final = 256
 _ASSERTED_NAME: Final = re.compile(r"client\.[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?")
 _FLAGS: Final = frozenset({"listChanged", "subscribe"})
-_SETTINGS_BUDGET: Final = 2_000
 
 
 def _names(value: object, what: str) -> tuple[str, ...]:
@@ -68,10 +67,7 @@ def _frozen_grants(grant: object) -> Mapping[str, Any]:
                     f"grant[{name!r}]: only extensions and experimental capabilities take settings;"
                     f" grant sub-capabilities by name ({name}.SUB)"
                 )
-            try:
-                value = freeze(value, Budget(_SETTINGS_BUDGET), max_depth=12)
-            except NotFreezable as reason:
-                raise PolicyError(f"grant[{name!r}] {reason}") from None
+            value = settings_given(value, f"grant[{name!r}]")
         frozen[name] = value
     return MappingProxyType(frozen)
 
