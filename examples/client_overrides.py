@@ -48,7 +48,6 @@ POLICY = Policy(
 )
 
 
-
 def build() -> MCPServer:
     """The server: two tools, and the policy above."""
     server = negotiate(MCPServer("client-overrides"), POLICY)

@@ -142,7 +142,10 @@ def test_a_rule_is_checked_as_it_is_written() -> None:
         (ClientOverride("x", grant=["structured_output"]), "is a server feature"),
         (ClientOverride("x", grant=["client."]), "no name of the 'client.' namespace"),
         (ClientOverride("x", grant=["clients.renders_resource_links"]), "client.'renders_resource_links'"),
-        (ClientOverride("x", grant=["io.modelcontextprotocol/ui/v2"]), "did you mean 'io.modelcontextprotocol/ui-v2'"),
+        (
+            ClientOverride("x", grant=["io.modelcontextprotocol/ui/v2"]),
+            "did you mean 'io.modelcontextprotocol/ui-v2'",
+        ),
     ],
 )
 def test_policy_refuses_a_rule_naming_what_no_rule_can_decide(rule: ClientOverride, problem: str) -> None:
@@ -158,7 +161,12 @@ def test_policy_refuses_what_is_no_list_of_rules_and_twice_the_same_id() -> None
         Policy(client_overrides=[{"client": "x"}])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="there twice"):
         Policy(client_overrides=[ClientOverride("x", revoke=["sampling"])] * 2)
-    Policy(client_overrides=[ClientOverride("x", revoke=["sampling"]), ClientOverride("x", versions="<2", revoke=["roots"])])
+    Policy(
+        client_overrides=[
+            ClientOverride("x", revoke=["sampling"]),
+            ClientOverride("x", versions="<2", revoke=["roots"]),
+        ]
+    )
 
 
 def test_client_names_cannot_be_required() -> None:
@@ -168,7 +176,8 @@ def test_client_names_cannot_be_required() -> None:
 
 def test_the_known_rules_cite_their_sources_and_are_accepted() -> None:
     known = ClientOverride.known()
-    assert known and all(rule.source and "#" in rule.source for rule in known)
+    assert known
+    assert all(rule.source and "#" in rule.source for rule in known)
     assert len({rule.rule_id for rule in known}) == len(known)
     Policy(client_overrides=known)
 
@@ -180,19 +189,25 @@ RULES = (
     ClientOverride("local-agent-mode-*", revoke=["elicitation"], id="desktop"),
     ClientOverride("acme", versions="<2", revoke=["elicitation.form"], id="acme-old"),
     ClientOverride("acme", versions=">=2", grant={APPS: {"mimeTypes": [APP_MIME]}}, id="acme-apps"),
-    ClientOverride("acme", grant=["elicitation.url", "roots.listChanged", "client.reads_instructions"], id="acme"),
+    ClientOverride(
+        "acme", grant=["elicitation.url", "roots.listChanged", "client.reads_instructions"], id="acme"
+    ),
     ClientOverride("acme", revoke=["client.reads_instructions"], id="too-late"),
     ClientOverride("*", grant=["sampling"], id="everyone-samples"),
 )
 
 
-def legacy(caps: dict[str, Any], name: str | None = "acme", version: str | None = "1.5.0", **policy: Any) -> Negotiation:
+def legacy(
+    caps: dict[str, Any], name: str | None = "acme", version: str | None = "1.5.0", **policy: Any
+) -> Negotiation:
     info = None if name is None else {"name": name, **({"version": version} if version else {})}
     params = {"protocolVersion": "2025-11-25", "capabilities": caps, **({"clientInfo": info} if info else {})}
     return Negotiator(Policy(client_overrides=RULES, **policy)).initialize(params)
 
 
-def modern(caps: dict[str, Any], name: str | None = "acme", version: str | None = "1.5.0", **policy: Any) -> Negotiation:
+def modern(
+    caps: dict[str, Any], name: str | None = "acme", version: str | None = "1.5.0", **policy: Any
+) -> Negotiation:
     meta: dict[str, Any] = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": caps,
@@ -233,7 +248,8 @@ def test_a_sub_capability_revoked_leaves_its_siblings(negotiate: Any) -> None:
 @ERAS
 def test_a_grant_added_to_a_bare_elicitation_keeps_its_form_mode(negotiate: Any) -> None:
     record = negotiate({"elicitation": {}}, version="2.0.0")
-    assert record.supports("elicitation.form") and record.supports("elicitation.url")
+    assert record.supports("elicitation.form")
+    assert record.supports("elicitation.url")
     assert record.source_of("elicitation.form") == "declared"
     assert record.effective_capabilities is not None
     assert dict(record.effective_capabilities["elicitation"]) == {"form": {}, "url": {}}
@@ -243,9 +259,11 @@ def test_a_grant_added_to_a_bare_elicitation_keeps_its_form_mode(negotiate: Any)
 def test_declared_wins_over_a_grant(negotiate: Any) -> None:
     record = negotiate({"sampling": {"tools": {}}, "roots": {"listChanged": True}}, name="someone")
     assert record.supports("sampling.tools")
-    assert "sampling" not in record.overrides and record.source_of("sampling") == "declared"
+    assert "sampling" not in record.overrides
+    assert record.source_of("sampling") == "declared"
     acme = negotiate({"roots": {"listChanged": True}})
-    assert "roots.listChanged" not in acme.overrides and acme.source_of("roots.listChanged") == "declared"
+    assert "roots.listChanged" not in acme.overrides
+    assert acme.source_of("roots.listChanged") == "declared"
 
 
 @ERAS
@@ -285,7 +303,8 @@ def test_a_version_range_picks_the_releases(negotiate: Any) -> None:
 @ERAS
 def test_no_client_info_matches_no_rule(negotiate: Any) -> None:
     record = negotiate({"elicitation": {}}, name=None)
-    assert record.overrides == {} and record.effective_capabilities is None
+    assert record.overrides == {}
+    assert record.effective_capabilities is None
     assert record.supports("elicitation.form")
 
 
@@ -293,11 +312,13 @@ def test_no_client_info_matches_no_rule(negotiate: Any) -> None:
 def test_revisions_and_the_policy_still_decide(negotiate: Any) -> None:
     """A grant answers as a declaration would: not past the revision, nor what is withheld."""
     record = negotiate({}, withhold=["sampling"])
-    assert "sampling" in record.overrides and not record.supports("sampling")
+    assert "sampling" in record.overrides
+    assert not record.supports("sampling")
     old = Negotiator(Policy(client_overrides=RULES)).initialize(
         {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "acme", "version": "1"}}
     )
-    assert "elicitation.url" in old.overrides and not old.supports("elicitation.url")
+    assert "elicitation.url" in old.overrides
+    assert not old.supports("elicitation.url")
 
 
 @ERAS
@@ -323,14 +344,20 @@ def test_a_record_without_rules_is_as_it_was() -> None:
     record = Negotiator(Policy()).request(
         {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
     )
-    assert (record.overrides, record.revoked, record.effective_capabilities, record.extensions) == ({}, frozenset(), None, {})
+    assert (record.overrides, record.revoked, record.effective_capabilities, record.extensions) == (
+        {},
+        frozenset(),
+        None,
+        {},
+    )
 
 
 @ERAS
 def test_a_revoked_requirement_is_refused_naming_the_rule(negotiate: Any) -> None:
     record = negotiate({"elicitation": {"form": {}}}, name="local-agent-mode-x")
     refusal = Negotiator(Policy(client_overrides=RULES)).missing_required(record, ["elicitation.form"])
-    assert refusal is not None and refusal.code == -32021
+    assert refusal is not None
+    assert refusal.code == -32021
     assert "revoked for this client by rule 'desktop'" in refusal.message
     assert refusal.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
 
@@ -366,7 +393,8 @@ def test_the_rules_are_applied_once_per_envelope_not_per_request(monkeypatch: py
     }
     facts = PlainFacts("tools/call", {"name": "t", "_meta": meta}, revision=MODERN, transport="memory")
     first, second = engine.decide(facts), engine.decide(facts)
-    assert first.known is second.known and first.known is not None
+    assert first.known is second.known
+    assert first.known is not None
     assert not supports(first.known.record, "elicitation.form")
     assert len(applied) == 1
 
@@ -376,7 +404,12 @@ def test_the_handshake_report_names_the_rules(caplog: pytest.LogCaptureFixture) 
 
     client_log.reset()
     engine = Engine(Policy(client_overrides=RULES))
-    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "local-agent-mode-a"}}
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "local-agent-mode-a"},
+    }
     with caplog.at_level("INFO", logger="mcp_negotiation"):
         engine.decide(PlainFacts("initialize", params, transport="stdio"))
-    assert "answered by client_overrides: elicitation revoked by 'desktop', sampling granted by 'everyone-samples'" in caplog.text
+    decided = "elicitation revoked by 'desktop', sampling granted by 'everyone-samples'"
+    assert f"answered by client_overrides: {decided}" in caplog.text

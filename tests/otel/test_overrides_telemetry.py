@@ -4,13 +4,13 @@ overrides counter: the rules that decided, and the extensions agreed with their 
 from __future__ import annotations
 
 import pytest
-from client_overrides import APP_MIME, APPS, build
 from mcp import Client
 from mcp.client import advertise
 from mcp_types import Implementation
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from client_overrides import APP_MIME, APPS, build
 from mcp_negotiation.otel.metrics import OVERRIDES
 from mcp_negotiation.otel.spans import SPAN_NAME
 from support.metrics_data import delta, snapshot
@@ -19,7 +19,9 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_the_span_names_each_rule_and_each_agreed_extension(spans: InMemorySpanExporter, mode: str) -> None:
+async def test_the_span_names_each_rule_and_each_agreed_extension(
+    spans: InMemorySpanExporter, mode: str
+) -> None:
     info = Implementation(name="acme-desk", version="1.4.0")
     apps = [advertise(APPS, {"mimeTypes": [APP_MIME]})]
     async with Client(build(), mode=mode, client_info=info, extensions=apps) as client:  # type: ignore[arg-type]
@@ -42,7 +44,8 @@ async def test_a_span_holds_a_bounded_entry_for_a_megabyte_of_settings(spans: In
         await client.call_tool("report", {})
     negotiated = [span for span in spans.get_finished_spans() if span.name == SPAN_NAME]
     (entry,) = (negotiated[-1].attributes or {})["mcp.negotiation.extensions"]  # type: ignore[misc]
-    assert entry.startswith(APPS) and len(entry) == 256
+    assert entry.startswith(APPS)
+    assert len(entry) == 256
 
 
 async def test_the_counter_counts_each_decided_answer_by_rule_and_effect(

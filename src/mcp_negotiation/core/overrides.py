@@ -117,7 +117,9 @@ class ClientOverride:
         object.__setattr__(self, "revoke", revoke)
         object.__setattr__(self, "grant", grant)
         if self.id is not None and (not isinstance(self.id, str) or not self.id or len(self.id) > 128):
-            raise PolicyError(f"a rule id is a non-empty string, at most 128 characters; got {self.id!r:.100}")
+            raise PolicyError(
+                f"a rule id is a non-empty string, at most 128 characters; got {self.id!r:.100}"
+            )
 
     @property
     def rule_id(self) -> str:

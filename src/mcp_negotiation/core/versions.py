@@ -102,7 +102,8 @@ class RangeError(PolicyError):
 
 def _problem(rule: str, why: str, meant: str | None = None) -> RangeError:
     hint = f"; did you mean {meant!r}?" if meant else ""
-    return RangeError(f"malformed version range {rule!r}: {why}{hint} (docs/client-overrides.md, 'Version ranges')")
+    where = "(docs/client-overrides.md, 'Version ranges')"
+    return RangeError(f"malformed version range {rule!r}: {why}{hint} {where}")
 
 
 def _comparator(rule: str, token: str) -> Test:

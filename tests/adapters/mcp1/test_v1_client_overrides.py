@@ -72,7 +72,10 @@ async def test_an_extension_without_the_settings_asked_is_refused_naming_them(en
             await client.call_tool("dashboard", {})
         answered = seen(await client.call_tool("answers", {}))
     assert refused.value.error.code == -32021
-    assert refused.value.error.data == {"requiredCapabilities": {"extensions": {APPS: {"mimeTypes": [APP_MIME]}}}}
+    assert refused.value.error.data == {
+        "requiredCapabilities": {"extensions": {APPS: {"mimeTypes": [APP_MIME]}}}
+    }
     assert "declared without these settings" in refused.value.error.message
-    assert answered["apps"] is False and answered["extensions"] == {APPS: APPS}
+    assert answered["apps"] is False
+    assert answered["extensions"] == {APPS: APPS}
     assert (initialized.capabilities.experimental or {}).get(APPS) == {}  # advertised from the declaration

@@ -10,8 +10,15 @@ from typing import Any
 
 from mcp.server.fastmcp import Context, FastMCP
 
-from mcp_negotiation import ClientOverride, Policy, client_supports, negotiate, negotiation_of
-from mcp_negotiation import requires, requires_extension
+from mcp_negotiation import (
+    ClientOverride,
+    Policy,
+    client_supports,
+    negotiate,
+    negotiation_of,
+    requires,
+    requires_extension,
+)
 
 APPS = "io.modelcontextprotocol/ui"
 APP_MIME = "text/html;profile=mcp-app"

@@ -9,15 +9,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from client_overrides import APP_MIME, APPS, build, tour
 from mcp import Client
 from mcp.client import advertise
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import Implementation
 
-from mcp_negotiation import ClientOverride, Extension, Policy, client_supports, negotiate, negotiation_of
-from mcp_negotiation import requires_extension
+from client_overrides import APP_MIME, APPS, build, tour
+from mcp_negotiation import (
+    ClientOverride,
+    Extension,
+    Policy,
+    client_supports,
+    negotiate,
+    negotiation_of,
+    requires_extension,
+)
 from support.harness import direct_connection, envelope, serve_http, stdio_params
 
 pytestmark = pytest.mark.anyio
@@ -56,7 +63,9 @@ def target(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_each_client_is_answered_by_its_declaration_and_the_rules_naming_it(target: Any, mode: str) -> None:
+async def test_each_client_is_answered_by_its_declaration_and_the_rules_naming_it(
+    target: Any, mode: str
+) -> None:
     assert await tour(target, mode) == TOLD
 
 
@@ -138,7 +147,17 @@ that are no JSON object): the library never sees those."""
         ({APPS: {"mimeTypes": [{"nested": [APP_MIME] * 50}] * 50}}, -32602),  # the library's bound
         ({APPS: {"mimeTypes": None}}, -32021),
     ],
-    ids=["string", "list", "null", "extensions-a-string", "scalar-mimeTypes", "nested-list", "wide", "too-many", "null-mimeTypes"],
+    ids=[
+        "string",
+        "list",
+        "null",
+        "extensions-a-string",
+        "scalar-mimeTypes",
+        "nested-list",
+        "wide",
+        "too-many",
+        "null-mimeTypes",
+    ],
 )
 async def test_settings_that_are_no_settings_object_are_not_the_extension(extensions: Any, code: int) -> None:
     """Whatever a client puts there, `dashboard` is refused (by the SDK's schema, or with
@@ -176,8 +195,8 @@ async def test_rules_reach_a_stateless_http_client_by_its_per_request_client_inf
 
     @server.tool()
     async def reads(ctx: Context) -> str:
-        record = negotiation_of(ctx)
-        return f"{client_supports(ctx, 'client.reads_instructions')} {record.source_of('client.reads_instructions')}"
+        name = "client.reads_instructions"
+        return f"{client_supports(ctx, name)} {negotiation_of(ctx).source_of(name)}"
 
     with serve_http(server.streamable_http_app(stateless_http=True)) as url:
         for name, told in (("acme-desk", "True acme-*"), ("other", "False None")):
