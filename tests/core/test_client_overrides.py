@@ -413,3 +413,15 @@ def test_the_handshake_report_names_the_rules(caplog: pytest.LogCaptureFixture) 
         engine.decide(PlainFacts("initialize", params, transport="stdio"))
     decided = "elicitation revoked by 'desktop', sampling granted by 'everyone-samples'"
     assert f"answered by client_overrides: {decided}" in caplog.text
+
+
+def test_a_client_name_no_rule_decides_is_false_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    negotiator = Negotiator(Policy(client_overrides=RULES))
+    record = negotiator.initialize({"protocolVersion": "2025-11-25", "capabilities": {}})
+    with caplog.at_level("WARNING", logger="mcp_negotiation"):
+        answers = [negotiator.answers(record, "client.renders_links", {}) for _ in range(3)]
+        decided = negotiator.answers(record, "client.reads_instructions", {})
+    assert answers == [False] * 3
+    assert decided is False  # decided by a rule, for no client named here: not logged
+    assert caplog.text.count("no client_overrides rule of this server's policy asserts") == 1
+    assert "'client.renders_links'" in caplog.text

@@ -20,14 +20,13 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
-from ..core.client_log import first_time, report
+from ..core.client_log import report
 from ..core.errors import MISSING_REQUIRED_CLIENT_CAPABILITY, NoNegotiation, PolicyError, Refusal, UsageError
 from ..core.extensions import identifier_problem, settings_given
 from ..core.frozen_json import thaw
 from ..core.listings import REQUIRES_ATTRIBUTE
 from ..core.negotiation import Negotiation, capability_names, supports
 from ..core.outcome import Known
-from ..core.overrides import ASSERTED_NAMESPACE
 from ..core.revisions import ClientFeature, FeatureName
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
 from ..ucp.stage import for_operation
@@ -99,22 +98,7 @@ def client_supports(ctx: object, feature: FeatureName | str, **settings: Any) ->
         # Would answer False for every client, silently: the author's slip, raised at once.
         raise UsageError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
     entry = _entry_of(ctx)
-    if entry is None:
-        return False
-    if type(feature) is str and feature.startswith(ASSERTED_NAMESPACE):
-        _unasserted(feature, entry)
-    return supports(entry.record, feature, settings)
-
-
-def _unasserted(name: str, entry: Known) -> None:
-    """Log, once, a `client.` name no rule of the policy decides: False for every client."""
-    if name not in entry.negotiator.asserted_names and first_time(f"asserted:{name[:100]}"):
-        report(
-            logging.WARNING,
-            "no client_overrides rule of this server's policy asserts %r; client_supports answers"
-            " False for it, for every client",
-            name[:100],
-        )
+    return entry is not None and entry.negotiator.answers(entry.record, feature, settings)
 
 
 def _require(features: tuple[str, ...]) -> None:

@@ -807,6 +807,20 @@ class Negotiator:
         )
         """The `client.` names some rule of the policy decides: any other is answered False."""
 
+    def answers(self, record: Negotiation, feature: FeatureName | str, settings: Mapping[str, Any]) -> bool:
+        """`supports(record, feature, settings)`, for a handler asking (`client_supports`):
+        a `client.` name no rule of this policy decides is False for every client, and
+        logged once, as a misspelt name is."""
+        if type(feature) is str and feature.startswith(ASSERTED_NAMESPACE):
+            shown = feature[:_MAX_NAME_SHOWN]
+            if shown not in self.asserted_names and first_time(f"asserted:{shown}"):
+                logger.warning(
+                    "no client_overrides rule of this server's policy asserts %r; client_supports"
+                    " answers False for it, for every client",
+                    shown,
+                )
+        return supports(record, feature, settings)
+
     def _checked(self, record: Negotiation) -> Negotiation:
         """`record` adjusted (`_adjusted`, where the policy has rules or extensions), then
         checked for the policy's required capabilities (`check_required`)."""
