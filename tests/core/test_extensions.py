@@ -150,3 +150,20 @@ def test_requires_extension_refuses_a_malformed_identifier_or_settings_at_import
         requires_extension("io.modelcontextprotocol/ui/v2")
     with pytest.raises(PolicyError, match="2000"):
         requires_extension(APPS, mimeTypes=list(range(5000)))
+
+
+def test_a_policy_with_rules_and_extensions_pickles_and_copies() -> None:
+    """As every policy does (tests/core/test_policy.py): worker processes get theirs so."""
+    import copy
+    import pickle
+
+    policy = Policy(
+        client_overrides=[ClientOverride("acme", versions="<2", grant={APPS: {"mimeTypes": [APP_MIME]}})],
+        extensions={SEARCH: Extension({SEARCH_V2: {"pages": True}, SEARCH: {}}), APPS: {}},
+    )
+    again = pickle.loads(pickle.dumps(policy))
+    assert (again.client_overrides, again.extensions) == (policy.client_overrides, policy.extensions)
+    assert copy.deepcopy(policy).client_overrides == policy.client_overrides
+    assert again.declared_extensions().advertised() == policy.declared_extensions().advertised()
+    granted = record({}, {APPS: {}}, client_overrides=again.client_overrides)
+    assert granted.supports(APPS, mimeTypes=[APP_MIME])

@@ -142,6 +142,10 @@ class Extension:
     def __repr__(self) -> str:
         return f"Extension({thaw(self.identifiers)!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuilt from plain settings (a policy pickles, for worker processes)."""
+        return Extension, (thaw(self.identifiers),)
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, Extension)
@@ -205,6 +209,9 @@ class Extensions(Mapping[str, Extension]):
 
     def __repr__(self) -> str:
         return repr(dict(self._declared))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Extensions, (dict(self._declared),)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())

@@ -29,6 +29,7 @@ from typing import Any, Final, NamedTuple, cast
 
 from .errors import PolicyError, UsageError
 from .extensions import settings_given
+from .frozen_json import thaw
 from .versions import VersionRange
 
 __all__ = ["ASSERTED_NAMESPACE", "MAX_PATTERN_LENGTH", "Applied", "ClientOverride", "apply_overrides"]
@@ -120,6 +121,11 @@ class ClientOverride:
             raise PolicyError(
                 f"a rule id is a non-empty string, at most 128 characters; got {self.id!r:.100}"
             )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuilt from what was written (a policy pickles, for worker processes)."""
+        grant = {name: thaw(value) for name, value in cast("Mapping[str, Any]", self.grant).items()}
+        return ClientOverride, (self.client, self.versions, self.revoke, grant, self.id, self.source)
 
     @property
     def rule_id(self) -> str:
