@@ -23,6 +23,7 @@ from mcp_negotiation import (
     client_supports,
     negotiate,
     negotiation_of,
+    requires,
     requires_extension,
 )
 from support.harness import direct_connection, envelope, serve_http, stdio_params
@@ -204,3 +205,40 @@ async def test_rules_reach_a_stateless_http_client_by_its_per_request_client_inf
             async with Client(url, mode="2026-07-28", client_info=info) as client:
                 said = await client.call_tool("reads", {})
                 assert said.content[0].text == told  # type: ignore[union-attr]
+
+
+def listing_server() -> MCPServer:
+    """`summarize` needs sampling; one client declares it and cannot, by a rule."""
+    rules = [ClientOverride("acme-cli", revoke=["sampling"], id="acme-cli-no-sampling")]
+    server = negotiate(MCPServer("listing"), Policy(client_overrides=rules, hide_unusable=True))
+
+    @server.tool()
+    @requires("sampling")
+    async def summarize(text: str, ctx: Context) -> str:
+        return text
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        return text
+
+    return server
+
+
+async def _sample(context: Any, params: Any) -> Any:
+    raise AssertionError("nothing samples here")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_listing_hides_what_a_rule_revoked_for_that_client_only(mode: str) -> None:
+    server = listing_server()
+    listed: dict[str, list[str]] = {}
+    for name in ("acme-cli", "someone"):
+        info = Implementation(name=name, version="1.0.0")
+        async with Client(server, mode=mode, client_info=info, sampling_callback=_sample) as client:  # type: ignore[arg-type]
+            listed[name] = sorted(tool.name for tool in (await client.list_tools()).tools)
+            if name == "acme-cli":
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("summarize", {"text": "x"})
+    assert listed == {"acme-cli": ["echo"], "someone": ["echo", "summarize"]}
+    assert refused.value.error.code == -32021
+    assert "revoked for this client by rule 'acme-cli-no-sampling'" in refused.value.error.message
