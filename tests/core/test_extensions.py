@@ -126,6 +126,7 @@ def test_the_record_and_its_dict_carry_the_agreed_settings() -> None:
             "deep",
         ),
         ({APPS: {"many": list(range(5000))}}, "2000"),
+        ({f"com.example/e{i}": {"v": list(range(100))} for i in range(30)}, "what they advertise holds more"),
         ({APPS: {"nan": float("nan")}}, "NaN"),
     ],
 )

@@ -197,6 +197,10 @@ class Extensions(Mapping[str, Extension]):
             families[name] = family
         self._declared = families
         self._families = tuple(families.items())
+        try:  # sent in every handshake's (and discovery's) answer: bounded as one document
+            freeze(self.advertised(), Budget(_SETTINGS_BUDGET), max_depth=14)
+        except NotFreezable as reason:
+            raise PolicyError(f"extensions: what they advertise {reason}") from None
 
     def __getitem__(self, name: str) -> Extension:
         return self._declared[name]
