@@ -1,7 +1,8 @@
 """Per-client overrides and extensions negotiated by their settings, through the SDK: the
 example's four clients over memory, a stdio subprocess and a real uvicorn, in both eras;
-the server's advertisement from the same declaration; families of identifiers; and what
-a client sends as settings that is no settings object, answered cleanly."""
+the server's advertisement from the same declaration (a FastMCP server's too); families of
+identifiers; a listing scoped by what a rule revoked; and what a client sends as settings
+that is no settings object, answered cleanly."""
 
 from __future__ import annotations
 
@@ -242,3 +243,18 @@ async def test_a_listing_hides_what_a_rule_revoked_for_that_client_only(mode: st
     assert listed == {"acme-cli": ["echo"], "someone": ["echo", "summarize"]}
     assert refused.value.error.code == -32021
     assert "revoked for this client by rule 'acme-cli-no-sampling'" in refused.value.error.message
+
+
+async def test_a_fastmcp_server_advertises_the_declaration_over_http_in_both_eras() -> None:
+    """FastMCP advertises MCP Apps by itself; the policy's declaration is what goes out."""
+    from fastmcp import FastMCP
+
+    server = FastMCP("fastmcp-apps")
+    negotiate(server, Policy(extensions={APPS: {"mine": True}, "com.example/x": {}}))
+    declared = {APPS: {"mine": True}, "com.example/x": {}}
+    with serve_http(server.http_app()) as url:
+        async with Client(url) as modern:  # "auto": server/discover
+            assert modern.protocol_version == "2026-07-28"
+            assert modern.server_capabilities.extensions == declared
+        async with Client(url, mode="legacy") as legacy:
+            assert legacy.server_capabilities.experimental == declared
