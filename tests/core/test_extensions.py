@@ -168,3 +168,35 @@ def test_a_policy_with_rules_and_extensions_pickles_and_copies() -> None:
     assert again.declared_extensions().advertised() == policy.declared_extensions().advertised()
     granted = record({}, {APPS: {}}, client_overrides=again.client_overrides)
     assert granted.supports(APPS, mimeTypes=[APP_MIME])
+
+
+def test_the_refusal_names_the_extension_its_settings_and_why() -> None:
+    negotiator = Negotiator(
+        Policy(
+            extensions={SEARCH: Extension([SEARCH_V2, SEARCH]), APPS: {}},
+            client_overrides=[ClientOverride("acme", revoke=["extensions"], id="acme-no-extensions")],
+        )
+    )
+
+    def refusal(name: str, extensions: dict[str, Any], **settings: Any) -> Any:
+        made = negotiator.initialize(
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"extensions": extensions},
+                "clientInfo": {"name": name, "version": "1"},
+            }
+        )
+        return negotiator.missing_extension(made, SEARCH, settings)
+
+    assert refusal("other", {SEARCH: {"pages": True}}, pages=True) is None
+    unsettled = refusal("other", {SEARCH: {}}, pages=True)
+    assert unsettled.code == -32021
+    assert unsettled.data == {"requiredCapabilities": {"extensions": {SEARCH_V2: {"pages": True}}}}
+    assert unsettled.message == (
+        "Missing required client capability: extension com.example/search-v2 with pages=True"
+        " (declared without these settings)"
+    )
+    revoked = refusal("acme", {SEARCH: {}})
+    assert revoked.message.endswith("(revoked for this client by rule 'acme-no-extensions')")
+    absent = refusal("other", {})
+    assert absent.message == "Missing required client capability: extension com.example/search-v2"

@@ -16,16 +16,15 @@ import inspect
 import json
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 from ..core.client_log import report
-from ..core.errors import MISSING_REQUIRED_CLIENT_CAPABILITY, NoNegotiation, PolicyError, Refusal, UsageError
+from ..core.errors import NoNegotiation, PolicyError, Refusal, UsageError
 from ..core.extensions import identifier_problem, settings_given
-from ..core.frozen_json import thaw
 from ..core.listings import REQUIRES_ATTRIBUTE
-from ..core.negotiation import Negotiation, capability_names, supports
+from ..core.negotiation import Negotiation, capability_names
 from ..core.outcome import Known
 from ..core.revisions import ClientFeature, FeatureName
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
@@ -180,33 +179,14 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
     return decorate
 
 
-def _refuse_extension(identifier: str, wanted: Any) -> None:
+def _refuse_extension(identifier: str, wanted: Mapping[str, Any]) -> None:
     """-32021 unless the client of this request has extension `identifier` with `wanted`."""
     entry = current.get()
     if entry is None:
         raise_refusal(Refusal(-32603, "no negotiation for this request"))
-    record = entry.record
-    if supports(record, identifier, wanted):
-        return
-    declared = entry.negotiator.policy.declared_extensions().get(identifier)
-    # A family declared under `identifier` is asked for by the identifier the server prefers.
-    named = next(iter(declared.identifiers)) if declared is not None else identifier
-    shown = ", ".join(f"{key}={value!r}" for key, value in thaw(wanted).items())
-    message = f"Missing required client capability: extension {named}" + (f" with {shown}" if shown else "")
-    source = record.source_of(identifier)
-    if identifier in record.revoked or "extensions" in record.revoked:
-        message += f" (revoked for this client by rule {record.overrides.get(identifier, '?')!r})"
-    elif wanted and supports(record, identifier):
-        message += " (declared without these settings)"
-    elif source is None and not record.capabilities_known:
-        message += " (its capabilities are unknown: no handshake is known for this request)"
-    raise_refusal(
-        Refusal(
-            MISSING_REQUIRED_CLIENT_CAPABILITY,
-            message,
-            {"requiredCapabilities": {"extensions": {named: thaw(wanted)}}},
-        )
-    )
+    refusal = entry.negotiator.missing_extension(entry.record, identifier, wanted)
+    if refusal is not None:
+        raise_refusal(refusal)
 
 
 def requires_extension(identifier: str, **settings: Any) -> Callable[[_F], _F]:

@@ -900,6 +900,28 @@ class Negotiator:
             data["requiredCapabilities"] = required_capabilities_object(lacking)
         return NegotiationRefused(Refusal(UNSUPPORTED_PROTOCOL_VERSION, message, data))
 
+    def missing_extension(
+        self, negotiation: Negotiation, identifier: str, settings: Mapping[str, Any]
+    ) -> Refusal | None:
+        """A -32021 refusal when the client lacks extension `identifier` with `settings`
+        (`extensions.satisfies`), else None. `data.requiredCapabilities` names the extension
+        and the settings; for a family the policy declares under `identifier`, by the
+        identifier it prefers. The message says why, where the client may have declared it."""
+        if supports(negotiation, identifier, settings):
+            return None
+        declared = self.policy.declared_extensions().get(identifier)
+        named = next(iter(declared.identifiers)) if declared is not None else identifier
+        shown = ", ".join(f"{key}={value!r}" for key, value in thaw(settings).items())
+        message = f"Missing required client capability: extension {named}{f' with {shown}' if shown else ''}"
+        if negotiation.revoked and _is_revoked(identifier, negotiation.revoked):
+            message += f" (revoked for this client by rule {_revoking_rule(identifier, negotiation)!r})"
+        elif settings and supports(negotiation, identifier):
+            message += " (declared without these settings)"
+        elif not negotiation.capabilities_known:
+            message += " (its capabilities are unknown: no handshake is known for this request)"
+        data = {"requiredCapabilities": {"extensions": {named: thaw(settings)}}}
+        return Refusal(MISSING_REQUIRED_CLIENT_CAPABILITY, message, data)
+
     def missing_required(self, negotiation: Negotiation, names: Iterable[str]) -> Refusal | None:
         """A -32021 refusal when the client lacks any of `names`, else None."""
         wanted = tuple(names)
