@@ -24,7 +24,9 @@ from .core.errors import (
     Refusal,
     UsageError,
 )
+from .core.extensions import Extension
 from .core.negotiation import Negotiation, Policy
+from .core.overrides import ClientOverride
 
 if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
     from .adapters import (
@@ -35,6 +37,7 @@ if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
         negotiation_of,
         record_refusals_asgi,
         requires,
+        requires_extension,
         requires_ucp,
         uninstrument,
         variant_of,
@@ -44,6 +47,8 @@ if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClientOverride",
+    "Extension",
     "Negotiation",
     "NegotiationError",
     "NegotiationRefused",
@@ -62,10 +67,12 @@ __all__ = [
     "negotiation_of",
     "record_refusals_asgi",
     "requires",
+    "requires_extension",
     "requires_ucp",
     "uninstrument",
     "variant_of",
 ]
+
 
 def __getattr__(name: str) -> Any:
     """Import the adapter a public name lives in (UCP for `UcpPolicy`), once, when first asked.

@@ -52,6 +52,7 @@ RUNNERS = {
     "examples/bearer_server.py": "test_the_right_bearer_token_reads_every_revision",
     "examples/a2a_negotiation.py": "test_the_a2a_example_prints_each_negotiation_and_the_relayed_refusal",
     "examples/bridge_agreement.py": "test_example_prints_the_agreement",
+    "examples/client_overrides.py": "test_each_client_is_answered_by_its_declaration_and_the_rules_naming_it",
     "examples/bridge_proxy.py": "test_bridge_proxy_at_the_oldest_revision_cannot_relay_streaming",
     "examples/elicit_or_default.py": "test_elicit_or_default_asks_a_legacy_client_that_can_answer",
     "examples/era_requirements.py": "test_the_example_serves_legacy_and_tells_modern_clients_where_to_go",

@@ -26,6 +26,8 @@ def test_package_is_typed() -> None:
 def test_the_top_level_names_are_one_per_job() -> None:
     # docs/concepts.md#the-public-api says what each is for, and what the old names became.
     assert sorted(mcp_negotiation.__all__) == [
+        "ClientOverride",
+        "Extension",
         "Negotiation",
         "NegotiationError",
         "NegotiationRefused",
@@ -44,6 +46,7 @@ def test_the_top_level_names_are_one_per_job() -> None:
         "negotiation_of",
         "record_refusals_asgi",
         "requires",
+        "requires_extension",
         "requires_ucp",
         "uninstrument",
         "variant_of",

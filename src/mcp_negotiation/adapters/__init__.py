@@ -14,7 +14,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 from ..core.errors import UsageError
 from ..core.negotiation import Policy, policy_given
 from .compat import MCP_MAJOR
-from .context import client_supports, negotiation_of, requires, requires_ucp
+from .context import client_supports, negotiation_of, requires, requires_extension, requires_ucp
 from .mcp2.asgi import record_refusals_asgi
 from .variants import variant_of
 
@@ -32,6 +32,7 @@ __all__ = [
     "negotiation_of",
     "record_refusals_asgi",
     "requires",
+    "requires_extension",
     "requires_ucp",
     "uninstrument",
     "variant_of",

@@ -16,14 +16,15 @@ import inspect
 import json
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 from ..core.client_log import report
 from ..core.errors import NoNegotiation, PolicyError, Refusal, UsageError
+from ..core.extensions import identifier_problem, settings_given
 from ..core.listings import REQUIRES_ATTRIBUTE
-from ..core.negotiation import Negotiation, capability_names, supports
+from ..core.negotiation import Negotiation, capability_names
 from ..core.outcome import Known
 from ..core.revisions import ClientFeature, FeatureName
 from ..core.variants import GATES
@@ -37,6 +38,7 @@ __all__ = [
     "client_supports",
     "negotiation_of",
     "requires",
+    "requires_extension",
     "requires_ucp",
 ]
 
@@ -81,18 +83,22 @@ def negotiation_of(ctx: object = None) -> Negotiation:
     return record
 
 
-def client_supports(ctx: object, feature: FeatureName | str) -> bool:
+def client_supports(ctx: object, feature: FeatureName | str, **settings: Any) -> bool:
     """Whether the client of this request can be asked for `feature` right now.
 
     True only when the client declared it, the negotiated revision has it, and the
-    policy has not withdrawn it. Outside a negotiated request it is False. A misspelt
+    policy has not withdrawn it; the policy's `client_overrides` rules revoke and grant
+    for the clients they name, and only they assert `client.NAME` names. For an
+    extension identifier, `settings` must be satisfied by the client's settings for it
+    (`mimeTypes=["text/html;profile=mcp-app"]`: a list asked for is contained in the
+    client's, anything else equal). Outside a negotiated request it is False. A misspelt
     name is False too, and logged once, naming the nearest known name.
     """
     if isinstance(ctx, str) and not isinstance(feature, str):
         # Would answer False for every client, silently: the author's slip, raised at once.
         raise UsageError(f"write client_supports(ctx, {ctx!r:.100}): the context first, then the name")
     entry = _entry_of(ctx)
-    return entry is not None and supports(entry.record, feature)
+    return entry is not None and entry.negotiator.answers(entry.record, feature, settings)
 
 
 def _require(features: tuple[str, ...]) -> None:
@@ -174,6 +180,33 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
     return decorate
 
 
+def _refuse_extension(identifier: str, wanted: Mapping[str, Any]) -> None:
+    """-32021 unless the client of this request has extension `identifier` with `wanted`."""
+    entry = current.get()
+    if entry is None:
+        raise_refusal(Refusal(-32603, "no negotiation for this request"))
+    refusal = entry.negotiator.missing_extension(entry.record, identifier, wanted)
+    if refusal is not None:
+        raise_refusal(refusal)
+
+
+def requires_extension(identifier: str, **settings: Any) -> Callable[[_F], _F]:
+    """Decorate a tool, prompt or resource function that needs the client's extension
+    `identifier`, with `settings` it must satisfy (as `client_supports` judges them).
+
+    The call is refused with -32021 whose `data.requiredCapabilities` names the extension
+    and the settings (`{"extensions": {identifier: settings}}`); for an extension the
+    policy declares as a family (`Extension`), any identifier it accepts will do, and the
+    refusal names the one it prefers. A malformed identifier, or settings that are not
+    JSON, raise here. Place it below `@server.tool()`, as `requires`.
+    """
+    problem = identifier_problem(identifier)
+    if problem is not None:
+        raise PolicyError(f"requires_extension(): {problem}")
+    wanted = settings_given(settings, "requires_extension() settings")
+    return _gate(lambda: _refuse_extension(identifier, wanted), "requires_extension()", ())
+
+
 def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
     """Decorate a tool, prompt or resource function that needs client capabilities.
 
@@ -190,11 +223,17 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
     if callable(features[0]):
         raise UsageError("write @requires('name', ...) with the names it needs, in parentheses")
     names = capability_names(features, "requires()")
+    return _gate(lambda: _require(names), "requires()", names)
+
+
+def _gate(check: Callable[[], None], what: str, names: tuple[str, ...]) -> Callable[[_F], _F]:
+    """A decorator running `check` before the function it decorates (which raises the
+    refusal); `names`: what a listing declares the entry requires (`catalog`)."""
 
     def decorate(fn: _F) -> _F:
         if not callable(fn) or isinstance(fn, type):
             raise UsageError(
-                f"requires() decorates a function, not {type(fn).__name__}: write @requires(...)"
+                f"{what} decorates a function, not {type(fn).__name__}: write @{what[:-2]}(...)"
                 " below @server.tool(), right above the `def`"
             )
         with contextlib.suppress(TypeError):  # a callable that takes no weak reference: not tracked
@@ -207,7 +246,7 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                _require(names)
+                check()
                 return await fn(*args, **kwargs)
 
             gated = async_wrapper
@@ -215,14 +254,15 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                _require(names)
+                check()
                 return fn(*args, **kwargs)
 
             gated = wrapper
         # What a listing declares for the entry this function serves (`catalog`): the names a
         # -32021 of this check carries, and those of a `@requires` below it, checked next.
         inner = getattr(fn, REQUIRES_ATTRIBUTE, ())
-        setattr(gated, REQUIRES_ATTRIBUTE, names + tuple(name for name in inner if name not in names))
+        if names or inner:
+            setattr(gated, REQUIRES_ATTRIBUTE, names + tuple(name for name in inner if name not in names))
         return cast(_F, gated)
 
     return decorate

@@ -35,6 +35,7 @@ from .negotiation import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
     PROTOCOL_VERSION_KEY,
+    Negotiation,
     Negotiator,
     Policy,
     retained_size,
@@ -65,10 +66,12 @@ class Engine:
     ) -> None:
         self.policy = policy
         self.negotiator = negotiator or Negotiator(policy)
-        # `tools`: what serves the tool a `tools/call` names (the adapter's view of the server's
-        # tools), for the stage that refuses a withheld tool or dispatches to a variant: the
-        # last, once the call's negotiation (and its UCP scope) stands.
-        stages: list[Stage] = [policy.ucp.stage()] if policy.ucp is not None else []
+        # Whatever makes a stage (`stages.StageSource`): the declared extensions, UCP; then,
+        # given `tools` (what serves the tool a `tools/call` names, the adapter's view of the
+        # server's tools), the stage that refuses a withheld tool or dispatches to a variant:
+        # the last, once the call's negotiation (and its scopes) stands.
+        sources = (policy.declared_extensions() or None, policy.ucp)
+        stages: list[Stage] = [source.stage() for source in sources if source is not None]
         if tools is not None:
             stages.append(ToolStage(tools))
         self.stages: tuple[Stage, ...] = tuple(stages)
@@ -270,14 +273,23 @@ class Engine:
         record = self.negotiator.initialize(
             params, transport=origin.transport, headers=origin.headers, session_id=facts.session_id
         )
+        # Logs are exported too: the client's name only where the policy opted in.
+        named = f" ({record.client_name!r})" if self.policy.record_client_identity else ""
         if record.degraded:
             report(
                 logging.INFO,
                 "a client at %s loses %s%s",
                 record.protocol_version,
                 ", ".join(sorted(record.degraded)),
-                # Logs are exported too: the client's name only where the policy opted in.
-                f" ({record.client_name!r})" if self.policy.record_client_identity else "",
+                named,
+            )
+        if record.overrides:
+            report(
+                logging.INFO,
+                "a client at %s%s is answered by client_overrides: %s",
+                record.protocol_version,
+                named,
+                _overridden(record),
             )
         kept = [stage.session(params) for stage in self.stages]
         known = Known(record, self.negotiator, session=dict(item for item in kept if item is not None))
@@ -290,6 +302,14 @@ class Engine:
             trace="negotiated",
             judged=True,
         )
+
+
+def _overridden(record: Negotiation) -> str:
+    """What the policy's client rules decided for `record`, for the operator's line."""
+    return ", ".join(
+        f"{name} {'revoked' if name in record.revoked else 'granted'} by {rule!r}"
+        for name, rule in sorted(record.overrides.items())
+    )
 
 
 def _has_envelope(params: Any) -> bool:

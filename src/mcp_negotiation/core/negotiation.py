@@ -12,11 +12,11 @@ import difflib
 import logging
 import math
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import date
 from types import MappingProxyType
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, cast
 
 from . import revisions
 from .bounded import MAX_ENTRY_BYTES
@@ -30,7 +30,9 @@ from .errors import (
     Refusal,
     UsageError,
 )
+from .extensions import AgreedExtension, Extensions, identifier_problem, satisfies
 from .frozen_json import Budget, NotFreezable, footprint, freeze, is_object, thaw
+from .overrides import ASSERTED_NAMESPACE, ClientOverride, apply_overrides, asserted_name_problem
 from .revisions import FEATURES, Era, FeatureName
 
 __all__ = [
@@ -149,6 +151,8 @@ def _is_feature_name(name: object, *, client_only: bool) -> bool:
         return bool(prefix) and bool(rest)
     if name.startswith("experimental.") and len(name) > len("experimental."):
         return True
+    if name.startswith(ASSERTED_NAMESPACE):  # asked (`client_supports`), never required
+        return not client_only and asserted_name_problem(name) is None
     row = FEATURES.get(name)
     return row is not None and (row.side == "client" or not client_only)
 
@@ -193,6 +197,14 @@ def feature_name_problem(name: object, *, client_only: bool, where: str = "") ->
         shown = f"{name!r:.{_MAX_NAME_SHOWN}}"
         return f"unknown {kind}{at}: {shown} (a name is a string, not {type(name).__name__})"
     name = name[:_MAX_NAME_SHOWN]
+    if name.startswith(ASSERTED_NAMESPACE):
+        problem = asserted_name_problem(name)
+        if problem is not None:
+            return f"{problem}{at}"
+        return (
+            f"{name!r}{at} is in the {ASSERTED_NAMESPACE!r} namespace, which only client_overrides rules"
+            " assert (no client declares it): client_supports answers it; nothing can require it"
+        )
     known = tuple(row.name for row in FEATURES.values() if row.side == "client" or not client_only)
     listed = f"{', '.join(known)}, an extension identifier `vendor/name`, or `experimental.NAME`"
     if name in FEATURES or name in _SERVER_CAPABILITIES:
@@ -202,6 +214,25 @@ def feature_name_problem(name: object, *, client_only: bool, where: str = "") ->
     nearest = _nearest(name, known)
     hint = f"; did you mean {nearest!r}?" if nearest is not None else ""
     return f"unknown {kind}{at}: {name!r}{hint} (known: {listed})"
+
+
+def override_name_problem(name: object, where: str) -> str | None:
+    """Why a `ClientOverride` cannot revoke or grant `name`, or None: a client capability
+    (sub-capabilities, extension identifiers and `experimental.X` included), or a name of
+    the `client.` namespace that only rules assert."""
+    if isinstance(name, str) and name.startswith(ASSERTED_NAMESPACE):
+        problem = asserted_name_problem(name)
+        return None if problem is None else f"{problem}, in {where}"
+    if isinstance(name, str) and "/" in name:
+        problem = identifier_problem(name)
+        return None if problem is None else f"{problem}, in {where}"
+    problem = feature_name_problem(name, client_only=True, where=where)
+    if problem is not None and isinstance(name, str) and "." in name and not name.startswith("experimental."):
+        # `client` spelt otherwise (`clients.x`, `Client.x`): the namespace may be what was meant.
+        head, _, rest = name.partition(".")
+        if _folded(head) in ("client", "clients") and asserted_name_problem(f"client.{rest}") is None:
+            problem += f"; or, for what only a rule asserts, {ASSERTED_NAMESPACE}{rest!r:.100}"
+    return problem
 
 
 def capability_names(names: str | Iterable[str], where: str) -> tuple[str, ...]:
@@ -262,6 +293,12 @@ class Policy:
     `hide_unusable` leaves out of each client's `tools/list` (and `prompts/list`,
     `resources/templates/list`) what its negotiation cannot serve (see `catalog`).
     `ucp` holds the UCP settings (see `mcp_negotiation.ucp`).
+    `client_overrides` are per-client rules (`ClientOverride`: a `clientInfo` name and
+    version range, what it revokes and grants), applied as each record is made; the first
+    rule naming a capability decides it (see `docs/client-overrides.md`). `extensions` declares the
+    extensions the server speaks, by the identifier handlers ask about, each a settings
+    mapping or an `Extension` (a family of identifiers): advertised to clients and agreed on
+    each record (`Negotiation.extensions`) from this one declaration.
     """
 
     min_revision: str | None = None
@@ -279,6 +316,10 @@ class Policy:
     record_client_identity: bool = False
     trace_every_request: bool = False
     hide_unusable: bool = False
+    client_overrides: Sequence[ClientOverride] = ()
+    """Any sequence of `ClientOverride`s, in order; a tuple once the policy is built."""
+    extensions: Mapping[str, Any] | None = None
+    """Identifier to settings (or `Extension`); an `extensions.Extensions` once built."""
     ucp: Any = None
     """A `mcp_negotiation.ucp.UcpPolicy`, or None: the UCP stage's settings."""
     _accepted: tuple[str, ...] = field(init=False, repr=False, compare=False)
@@ -324,6 +365,9 @@ class Policy:
             if problem is not None:
                 raise PolicyError(problem)
         object.__setattr__(self, "withhold", withhold)
+        object.__setattr__(self, "client_overrides", _overrides_given(self.client_overrides))
+        if not isinstance(self.extensions, Extensions):
+            object.__setattr__(self, "extensions", Extensions(self.extensions))
         # Named here because the window's own check would call it `removal`.
         revisions.require_day("removal_date", self.removal_date)
         # The window checks `today` and `months_since_deprecation`, as it does for
@@ -363,6 +407,10 @@ class Policy:
             shown += f"; revisions narrowed to {', '.join(self._accepted)} by required_capabilities"
         return f"{type(self).__qualname__}({shown})"
 
+    def declared_extensions(self) -> Extensions:
+        """`extensions`, as built: each declared extension by the name handlers ask about."""
+        return cast(Extensions, self.extensions)
+
     def _bounds(self) -> tuple[str, ...]:
         """The revisions from `min_revision` to `max_revision`, oldest first."""
         low = self.min_revision or revisions.KNOWN[0]
@@ -399,6 +447,27 @@ class Policy:
         return closed | frozenset(self.withhold)
 
 
+def _overrides_given(rules: object) -> tuple[ClientOverride, ...]:
+    """`rules` as a tuple of rules, each naming only what a rule can decide, their ids unique:
+    a misspelt name would silently leave the quirk it was written for in place."""
+    if isinstance(rules, ClientOverride | str | Mapping) or not isinstance(rules, Iterable):
+        raise UsageError("client_overrides takes a list of ClientOverride rules")
+    given = tuple(rules)
+    seen: set[str] = set()
+    for rule in given:
+        if not isinstance(rule, ClientOverride):
+            raise UsageError(f"client_overrides takes ClientOverride rules; got {type(rule).__name__}")
+        where = f"client_overrides rule {rule.rule_id!r}"
+        if rule.rule_id in seen:
+            raise PolicyError(f"{where} is there twice: each rule needs its own id (ClientOverride(id=...))")
+        seen.add(rule.rule_id)
+        for name in rule.names():
+            problem = override_name_problem(name, where)
+            if problem is not None:
+                raise PolicyError(problem)
+    return given
+
+
 _POLICY_KEYWORDS: Final = tuple(f.name for f in fields(Policy) if f.init)
 """What `Policy(...)` takes, in order: what a misspelt keyword is matched against."""
 
@@ -414,6 +483,13 @@ class Negotiation:
     refused `initialize`): unknown is not absent, and `supports` answers False there.
     `degraded` lists server features lost at this revision compared with the newest
     accepted revision of the same era; `withheld` lists features the policy withdrew.
+
+    Where each answer came from: `overrides` maps every name a `client_overrides` rule
+    decided to that rule's id (`revoked` says which of them it revoked; the rest it
+    granted), and every other answer is the client's declaration (`source_of`).
+    `effective_capabilities` is the declaration with the grants added (None: no rule added
+    anything). `extensions` holds, for each extension the policy declares, what this client
+    agreed: the identifier and its settings (`extensions.AgreedExtension`).
     """
 
     era: Era
@@ -430,6 +506,10 @@ class Negotiation:
     session_id: str | None = None
     ucp: Any = None
     """The UCP agreement (`mcp_negotiation.ucp.UcpAgreement`) a call was scoped to, or None."""
+    overrides: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    revoked: frozenset[str] = frozenset()
+    effective_capabilities: Mapping[str, Any] | None = None
+    extensions: Mapping[str, AgreedExtension] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         # Records are cached and shared between requests: a caller's headers dict, kept by
@@ -447,9 +527,19 @@ class Negotiation:
         version = self.client_info.get("version") if self.client_info else None
         return version if isinstance(version, str) else None
 
-    def supports(self, feature: FeatureName | str) -> bool:
-        """Shorthand for `supports(self, feature)`."""
-        return supports(self, feature)
+    def supports(self, feature: FeatureName | str, **settings: Any) -> bool:
+        """Shorthand for `supports(self, feature, settings)`."""
+        return supports(self, feature, settings)
+
+    def source_of(self, name: str) -> str | None:
+        """Where the answer for `name` came from: the id of the rule that decided it, else
+        `"declared"` when the client declared it, else None (nobody said it)."""
+        rule = self.overrides.get(name)
+        if rule is not None:
+            return rule
+        if name.startswith(ASSERTED_NAMESPACE):
+            return None
+        return "declared" if _declares(self.client_capabilities, name) else None
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (plain dicts and lists), for logs, tool results and the probe."""
@@ -468,11 +558,59 @@ class Negotiation:
             "headers": dict(self.headers),
             "session_id": self.session_id,
             "ucp": ucp,
+            "overrides": dict(self.overrides),
+            "revoked": sorted(self.revoked),
+            "effective_capabilities": thaw(self.effective_capabilities),
+            "extensions": {
+                name: {"identifier": agreed.identifier, "settings": thaw(agreed.settings)}
+                for name, agreed in self.extensions.items()
+            },
         }
 
 
 def _declared(value: Any) -> bool:
     return isinstance(value, Mapping) or value is True
+
+
+def _declares(capabilities: Mapping[str, Any], name: str) -> bool:
+    """Whether `capabilities` declares `name` (a dotted name, an extension identifier, or
+    `experimental.X`), as `supports` reads it but for revisions and policy."""
+    if "/" in name:
+        extensions = capabilities.get("extensions")
+        return isinstance(extensions, Mapping) and _declared(extensions.get(name))
+    if name.startswith("experimental."):
+        experimental = capabilities.get("experimental")
+        return isinstance(experimental, Mapping) and _declared(experimental.get(name[13:]))
+    if name == "elicitation.form":
+        # An empty elicitation object means form mode (2025-11-25 backwards compatibility).
+        elicitation = capabilities.get("elicitation")
+        if not isinstance(elicitation, Mapping):
+            return False
+        if "form" not in elicitation and "url" not in elicitation:
+            return True
+        return _declared(elicitation.get("form"))
+    node: Any = capabilities
+    for part in name.split("."):
+        if not isinstance(node, Mapping):
+            return False
+        node = node.get(part)
+    return _declared(node)
+
+
+def _is_revoked(name: str, revoked: frozenset[str]) -> bool:
+    """`name` or what it belongs to was revoked by a rule: `elicitation` revokes
+    `elicitation.url`, `extensions` every extension identifier."""
+    if name in revoked:
+        return True
+    if "/" in name:
+        return "extensions" in revoked
+    head, _, rest = name.partition(".")
+    while rest:
+        if head in revoked:
+            return True
+        part, _, rest = rest.partition(".")
+        head = f"{head}.{part}"
+    return False
 
 
 def _is_withheld(name: str, withheld: frozenset[str]) -> bool:
@@ -483,60 +621,91 @@ def _is_withheld(name: str, withheld: frozenset[str]) -> bool:
     )
 
 
+def _revoking_rule(name: str, negotiation: Negotiation) -> str:
+    """The id of the rule that revoked `name` (or what it belongs to) for `negotiation`."""
+    overrides = negotiation.overrides
+    if name in overrides:
+        return overrides[name]
+    owner = next((r for r in sorted(negotiation.revoked) if _is_revoked(name, frozenset({r}))), "")
+    return overrides.get(owner, "?")
+
+
 def retained_size(record: Negotiation) -> int:
     """About how many bytes keeping `record` keeps alive: what the caches holding records
     weigh it by. Counted up to just past `MAX_ENTRY_BYTES` (over it, no cache keeps it);
     a UCP agreement it carries is the business's, bounded by its profile, and not counted."""
-    maps = (record.client_capabilities, record.client_info, record.headers)
+    maps = (record.client_capabilities, record.client_info, record.headers, record.effective_capabilities)
     return _RECORD + footprint(maps, MAX_ENTRY_BYTES)
 
 
-def supports(negotiation: Negotiation, feature: FeatureName | str) -> bool:
+def supports(
+    negotiation: Negotiation, feature: FeatureName | str, settings: Mapping[str, Any] | None = None
+) -> bool:
     """Whether the client declared `feature`, its revision has it, and the policy allows it.
 
     Dotted names reach sub-capabilities (`elicitation.url`, `roots.listChanged`);
     names with a `/` are extension identifiers in `capabilities.extensions` (extensions
-    negotiate themselves, so no revision gate applies); `experimental.X` reaches
-    experimental keys. Server-side feature names (`structured_output`, ...) answer
-    whether the negotiated revision has them. Anything else is False, never an error:
-    a handler must not fail a client for its author's typo, which is logged instead (once
-    per name, with the name it most likely meant).
+    negotiate themselves, so no revision gate applies), and `settings` then asks that the
+    client's settings for it satisfy them (`extensions.satisfies`: a list asked for is
+    contained, anything else equal); `experimental.X` reaches experimental keys.
+    Server-side feature names (`structured_output`, ...) answer whether the negotiated
+    revision has them. The policy's `client_overrides` are honoured: a revoked name is
+    False whatever was declared, a granted one is answered as if declared, and
+    `client.NAME` is True only where a rule asserts it. Anything else is False, never an
+    error: a handler must not fail a client for its author's typo, which is logged instead
+    (once per name, with the name it most likely meant).
     """
     if not isinstance(feature, str):
         return False
     row = FEATURES.get(feature)
     if row is None and "/" not in feature and not feature.startswith("experimental."):
+        if feature.startswith(ASSERTED_NAMESPACE) and not settings:
+            return (
+                feature in negotiation.overrides
+                and feature not in negotiation.revoked
+                and feature not in negotiation.withheld
+            )
         _warn_unknown(feature)  # a misspelling would take every client down the fallback branch
+        return False
+    if settings and "/" not in feature:
+        _warn_settings(feature)
         return False
     if not negotiation.capabilities_known:
         return False
-    caps = negotiation.client_capabilities
     if _is_withheld(feature, negotiation.withheld):
         return False
-    if "/" in feature:
-        extensions = caps.get("extensions")
-        return isinstance(extensions, Mapping) and _declared(extensions.get(feature))
-    if feature.startswith("experimental."):
-        experimental = caps.get("experimental")
-        return isinstance(experimental, Mapping) and _declared(experimental.get(feature[13:]))
-    if row is None or not row.at(negotiation.protocol_version):
+    if negotiation.revoked and _is_revoked(feature, negotiation.revoked):
         return False
-    if row.side == "server":
-        return True
-    if feature == "elicitation.form":
-        # An empty elicitation object means form mode (2025-11-25 backwards compatibility).
-        elicitation = caps.get("elicitation")
-        if not isinstance(elicitation, Mapping):
-            return False
-        if "form" not in elicitation and "url" not in elicitation:
-            return True
-        return _declared(elicitation.get("form"))
-    node: Any = caps
-    for part in feature.split("."):
-        if not isinstance(node, Mapping):
-            return False
-        node = node.get(part)
-    return _declared(node)
+    caps = negotiation.effective_capabilities
+    if caps is None:
+        caps = negotiation.client_capabilities
+    if "/" in feature:
+        agreed = negotiation.extensions.get(feature)
+        if agreed is not None:
+            declared: Any = agreed.settings
+        else:
+            extensions = caps.get("extensions")
+            declared = extensions.get(feature) if isinstance(extensions, Mapping) else None
+            if not _declared(declared):
+                return False
+        return not settings or satisfies(declared, settings)
+    if row is not None and row.side == "server":
+        return row.at(negotiation.protocol_version)
+    if row is None and not feature.startswith("experimental."):
+        return False
+    if row is not None and not row.at(negotiation.protocol_version):
+        return False
+    return _declares(caps, feature)
+
+
+def _warn_settings(feature: str) -> None:
+    shown = feature[:_MAX_NAME_SHOWN]
+    if first_time(f"settings:{shown}"):
+        logger.warning(
+            "settings were asked of %r, which is no extension identifier; only extensions have"
+            " settings (client_supports answers False)",
+            shown,
+        )
 
 
 def required_capabilities_object(names: Iterable[str]) -> dict[str, Any]:
@@ -629,6 +798,51 @@ class Negotiator:
         self._accepted_modern = tuple(r for r in self.accepted if revisions.era(r) == "modern")
         self._degraded = {r: self._degraded_at(r) for r in self.accepted}
         self._narrowed = policy.narrowed()
+        # Checked once, here: with neither configured a record is made as it always was.
+        self._rules = tuple(policy.client_overrides)
+        self._extensions = policy.declared_extensions() or None
+        self._adjusts = bool(self._rules) or self._extensions is not None
+        self.asserted_names = frozenset(
+            name for rule in self._rules for name in rule.names() if name.startswith(ASSERTED_NAMESPACE)
+        )
+        """The `client.` names some rule of the policy decides: any other is answered False."""
+
+    def answers(self, record: Negotiation, feature: FeatureName | str, settings: Mapping[str, Any]) -> bool:
+        """`supports(record, feature, settings)`, for a handler asking (`client_supports`):
+        a `client.` name no rule of this policy decides is False for every client, and
+        logged once, as a misspelt name is."""
+        if type(feature) is str and feature.startswith(ASSERTED_NAMESPACE):
+            shown = feature[:_MAX_NAME_SHOWN]
+            if shown not in self.asserted_names and first_time(f"asserted:{shown}"):
+                logger.warning(
+                    "no client_overrides rule of this server's policy asserts %r; client_supports"
+                    " answers False for it, for every client",
+                    shown,
+                )
+        return supports(record, feature, settings)
+
+    def _checked(self, record: Negotiation) -> Negotiation:
+        """`record` adjusted (`_adjusted`, where the policy has rules or extensions), then
+        checked for the policy's required capabilities (`check_required`)."""
+        return self.check_required(self._adjusted(record) if self._adjusts else record)
+
+    def _adjusted(self, record: Negotiation) -> Negotiation:
+        """`record` with the policy's client rules and declared extensions applied: what each
+        rule decided, and what each declared extension agreed (see `Negotiation`)."""
+        declared = record.client_capabilities
+        applied = apply_overrides(self._rules, record.client_info, declared) if self._rules else None
+        effective = applied.capabilities if applied is not None else None
+        revoked = applied.revoked if applied is not None else frozenset()
+        extensions = self._extensions
+        agreed = extensions.agree(effective or declared, revoked) if extensions is not None else _EMPTY
+        if applied is None and not agreed:
+            return record
+        if applied is None:
+            return replace(record, extensions=agreed)
+        overrides = applied.overrides
+        return replace(
+            record, overrides=overrides, revoked=revoked, effective_capabilities=effective, extensions=agreed
+        )
 
     @property
     def withdrawn(self) -> frozenset[str]:
@@ -686,6 +900,28 @@ class Negotiator:
             data["requiredCapabilities"] = required_capabilities_object(lacking)
         return NegotiationRefused(Refusal(UNSUPPORTED_PROTOCOL_VERSION, message, data))
 
+    def missing_extension(
+        self, negotiation: Negotiation, identifier: str, settings: Mapping[str, Any]
+    ) -> Refusal | None:
+        """A -32021 refusal when the client lacks extension `identifier` with `settings`
+        (`extensions.satisfies`), else None. `data.requiredCapabilities` names the extension
+        and the settings; for a family the policy declares under `identifier`, by the
+        identifier it prefers. The message says why, where the client may have declared it."""
+        if supports(negotiation, identifier, settings):
+            return None
+        declared = self.policy.declared_extensions().get(identifier)
+        named = next(iter(declared.identifiers)) if declared is not None else identifier
+        shown = ", ".join(f"{key}={value!r}" for key, value in thaw(settings).items())
+        message = f"Missing required client capability: extension {named}{f' with {shown}' if shown else ''}"
+        if negotiation.revoked and _is_revoked(identifier, negotiation.revoked):
+            message += f" (revoked for this client by rule {_revoking_rule(identifier, negotiation)!r})"
+        elif settings and supports(negotiation, identifier):
+            message += " (declared without these settings)"
+        elif not negotiation.capabilities_known:
+            message += " (its capabilities are unknown: no handshake is known for this request)"
+        data = {"requiredCapabilities": {"extensions": {named: thaw(settings)}}}
+        return Refusal(MISSING_REQUIRED_CLIENT_CAPABILITY, message, data)
+
     def missing_required(self, negotiation: Negotiation, names: Iterable[str]) -> Refusal | None:
         """A -32021 refusal when the client lacks any of `names`, else None."""
         wanted = tuple(names)
@@ -695,12 +931,17 @@ class Negotiator:
         message = "Missing required client capability: " + ", ".join(missing)
         # Say why, when the client may well have declared it: "missing" alone would mislead.
         withheld = [name for name in missing if _is_withheld(name, negotiation.withheld)]
+        revoked = [name for name in missing if negotiation.revoked and _is_revoked(name, negotiation.revoked)]
         revision = negotiation.protocol_version
         absent = [name for name in missing if not required_at(name, revision)]
         if not negotiation.capabilities_known:
             message += " (its capabilities are unknown: no handshake is known for this request)"
         elif withheld:
             message += f" ({', '.join(withheld)} withheld by the server's policy)"
+        elif revoked:
+            rules = sorted({_revoking_rule(name, negotiation) for name in revoked})
+            by = ", ".join(map(repr, rules))
+            message += f" ({', '.join(revoked)} revoked for this client by rule {by})"
         elif absent:
             message += f" ({', '.join(absent)} not in revision {revision})"
         return Refusal(
@@ -742,7 +983,7 @@ class Negotiator:
             raise self._unsupported(requested)
         accepted = requested in self._accepted_legacy
         agreed = requested if accepted else self._accepted_legacy[-1]
-        return self.check_required(
+        return self._checked(
             Negotiation(
                 era="legacy",
                 protocol_version=agreed,
@@ -786,6 +1027,8 @@ class Negotiator:
             withheld=self.withdrawn,
             headers=headers,
         )
+        if self._adjusts:
+            record = self._adjusted(record)
         return self.check_required(record) if check_required else record
 
     def check_sessionless(self, protocol_version: str, transport: Transport, *, any_revision: bool) -> None:

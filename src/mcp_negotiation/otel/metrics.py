@@ -10,7 +10,7 @@ Two families, from `opentelemetry-api` only, both switched on by configuring a
   and attributes of the pinned conventions (`semconv`);
 - this library's own, in its own namespace (`mcp_negotiation.*`: the conventions own
   `mcp.*`): negotiations by era, revision and outcome, refusals by code, degraded features,
-  deprecation-window hits, and the time negotiating took.
+  deprecation-window hits, the answers per-client rules decided, and the time negotiating took.
 
 Every attribute value is from a bounded set: known methods and revisions, the
 specification's codes, the server's own feature names; a name a client chooses (a tool's,
@@ -73,6 +73,7 @@ REFUSALS: Final = "mcp_negotiation.refusals"
 DEGRADED: Final = "mcp_negotiation.degraded"
 DEPRECATION_HITS: Final = "mcp_negotiation.deprecation.hits"
 DURATION: Final = "mcp_negotiation.duration"
+OVERRIDES: Final = "mcp_negotiation.overrides"
 INSTRUMENTS: Final = (
     semconv.OPERATION_DURATION,
     semconv.SESSION_DURATION,
@@ -81,6 +82,7 @@ INSTRUMENTS: Final = (
     DEGRADED,
     DEPRECATION_HITS,
     DURATION,
+    OVERRIDES,
 )
 """Every instrument this library creates (docs/telemetry.md describes each)."""
 
@@ -172,6 +174,11 @@ class _Instruments:
             unit="{feature}",
             description="Deprecated features a negotiating client declared, one per feature",
         )
+        self.overrides = meter.create_counter(
+            OVERRIDES,
+            unit="{override}",
+            description="Answers a per-client rule decided, one per capability and negotiation",
+        )
         self.duration = meter.create_histogram(
             DURATION,
             unit="s",
@@ -187,6 +194,8 @@ _tools = _Names()
 _prompts = _Names()
 _errors = _Names()
 _clients = _Names()
+_rules = _Names()
+_overridden = _Names()
 
 
 def instruments() -> _Instruments | None:
@@ -305,6 +314,16 @@ def negotiated(record: Negotiation, policy: Policy, duration: float, *, first: b
         for feature in record.degraded:
             lost = _feature(feature, _SERVER_FEATURES)
             bound.degraded.add(1, {"mcp.negotiation.feature": lost, "mcp.protocol.version": revision})
+        for feature, rule in record.overrides.items():
+            bound.overrides.add(
+                1,
+                {
+                    "mcp.negotiation.rule": _rules.label(rule),
+                    "mcp.negotiation.feature": _overridden.label(feature),
+                    "mcp.negotiation.effect": "revoked" if feature in record.revoked else "granted",
+                    "mcp.protocol.version": revision,
+                },
+            )
         for feature in sorted(revisions.DEPRECATED_FEATURES.intersection(record.client_capabilities)):
             window = "closed" if feature in record.withheld else "open"
             bound.deprecation_hits.add(

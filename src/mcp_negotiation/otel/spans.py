@@ -26,6 +26,7 @@ when the policy opts in.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +40,7 @@ from ..core import revisions
 from ..core.client_log import report
 from ..core.errors import Refusal
 from ..core.facts import Facts
+from ..core.frozen_json import thaw
 from ..core.negotiation import PROTOCOL_VERSION_KEY, Negotiation, Policy, Transport
 from ..core.outcome import Known, Outcome
 from . import metrics
@@ -61,6 +63,8 @@ SPAN_NAME: Final = "capability_negotiated"
 MAX_LIST: Final = 32
 """At most this many entries in any list attribute (the rest are dropped, sorted order)."""
 _MAX_ITEM: Final = 128
+_MAX_SETTINGS: Final = 256
+"""An agreed extension's entry (its identifier and its settings as compact JSON) is cut here."""
 
 _FAILED: Final = "telemetry failed (ignored)"
 """Logged, with the exception, wherever telemetry fails: it never raises into the server."""
@@ -105,6 +109,23 @@ def declared_capabilities(capabilities: Mapping[str, Any]) -> list[str]:
     return _bounded(names)
 
 
+def overridden(record: Negotiation) -> list[str]:
+    """What the policy's client rules decided: `NAME revoked by RULE`, `NAME granted by RULE`."""
+    return _bounded(
+        f"{name} {'revoked' if name in record.revoked else 'granted'} by {rule}"
+        for name, rule in record.overrides.items()
+    )
+
+
+def agreed_extensions(record: Negotiation) -> list[str]:
+    """The extensions agreed, each as `IDENTIFIER SETTINGS` (compact JSON), sorted and bounded."""
+    entries = (
+        f"{agreed.identifier} {json.dumps(thaw(agreed.settings), separators=(',', ':'), sort_keys=True)}"
+        for agreed in record.extensions.values()
+    )
+    return sorted(entry[:_MAX_SETTINGS] for entry in entries)[:MAX_LIST]
+
+
 def span_attributes(record: Negotiation, policy: Policy) -> dict[str, Any]:
     """What only a successful negotiation knows: its span's attributes (and its event's),
     without the request's own (`request_attributes`)."""
@@ -126,6 +147,10 @@ def span_attributes(record: Negotiation, policy: Policy) -> dict[str, Any]:
             attributes["mcp.negotiation.client.name"] = record.client_name[:_MAX_ITEM]
         if record.client_version:
             attributes["mcp.negotiation.client.version"] = record.client_version[:_MAX_ITEM]
+    if record.overrides:
+        attributes["mcp.negotiation.overrides"] = overridden(record)
+    if record.extensions:
+        attributes["mcp.negotiation.extensions"] = agreed_extensions(record)
     ucp = record.ucp
     if ucp is not None:
         attributes["ucp.version"] = str(ucp.version)

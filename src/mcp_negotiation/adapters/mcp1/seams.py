@@ -17,6 +17,7 @@ from ...core import revisions
 
 __all__ = [
     "TARGETS",
+    "before_handshake",
     "http_request",
     "listing_owner",
     "lowlevel",
@@ -38,7 +39,8 @@ TARGETS: Final[Mapping[str, tuple[str, str, bool]]] = {
 """What the adapter wraps, by its job: (module, attribute, required).
 
     run            which negotiated server a session serves
-    initialize     negotiate `initialize`, steer a counter-offer, advertise
+    initialize     negotiate `initialize`, steer a counter-offer, advertise; refuse a
+                   modern request before it (-32022), as 2.x would
     request        publish the record for every request
     respond        answer a refusal from a tool as the JSON-RPC error it is (1.x turns
                    tool exceptions into error *results*); a listing as its client reads it
@@ -78,6 +80,12 @@ def lowlevel(server: Any) -> Any | None:
         return server
     inner = getattr(server, "_mcp_server", None)
     return inner if isinstance(inner, Server) else None
+
+
+def before_handshake(session: Any) -> bool:
+    """Whether a `ServerSession` has seen no `initialize` yet (private: `_initialization_state`;
+    False where a release lacks it, leaving such requests to the SDK, as before)."""
+    return getattr(getattr(session, "_initialization_state", None), "name", None) == "NotInitialized"
 
 
 def http_request(message: Any) -> Any:

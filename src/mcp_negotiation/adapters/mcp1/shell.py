@@ -25,7 +25,7 @@ from ...core import revisions
 from ...core.engine import Engine
 from ...core.errors import PolicyError, Refusal
 from ...core.facts import Origin
-from ...core.negotiation import Negotiator, Policy, policy_given
+from ...core.negotiation import PROTOCOL_VERSION_KEY, Negotiator, Policy, policy_given
 from ...core.outcome import Known, Outcome
 from ...otel.semconv import TOOL_ERROR
 from .. import instrumenting, listings
@@ -95,10 +95,11 @@ _closing: ContextVar[_Closing | None] = ContextVar("mcp_negotiation.v1_closing",
 class _Message:
     """One message of mcp 1.x as the kernel reads and answers it (`kernel.Message`): a
     request (`carrier` is the SDK's `RequestResponder`, `answer` the SDK's handling of it)
-    or an `initialize` (whose answer the session makes and sends itself)."""
+    or an `initialize` or a request before any (whose answer the session makes and sends itself)."""
 
     __slots__ = (
         "_answer",
+        "_by_session",
         "_carrier",
         "_holder",
         "_method",
@@ -107,6 +108,7 @@ class _Message:
         "_response",
         "_session",
         "_steered",
+        "_unheld",
     )
 
     def __init__(
@@ -117,6 +119,8 @@ class _Message:
         carrier: Any,
         session: Any,
         answer: Awaitable[Any],
+        by_session: bool = False,
+        unheld: str | None = None,
     ) -> None:
         self._holder = holder
         self._method = method
@@ -126,6 +130,11 @@ class _Message:
         self._session = session
         self._answer = answer
         self._steered: str | None = None
+        self._by_session = by_session
+        """Whether the session answers it: an `initialize`, or a request before any handshake
+        (`_on_received_request`), not yet the server's to handle."""
+        self._unheld = unheld
+        """The modern revision such a request names."""
         self._response: Any = None
         """What the SDK answered (`_on_respond`), or the refusal answered instead."""
 
@@ -147,6 +156,8 @@ class _Message:
     def revision(self) -> str | None:
         # 1.x serves a session's requests at its revision; any other message at its header's,
         # if it has one (stateless HTTP), else at the specification's default.
+        if self._unheld is not None:
+            return self._unheld
         held = self.held
         if type(held) is Known:
             return held.record.protocol_version
@@ -214,7 +225,7 @@ class _Message:
         """(1.x records no refusals before dispatch, `asgi`: no HTTP layer to tell.)"""
         self._answer.close()  # type: ignore[attr-defined]  # the SDK's coroutine, never awaited
         self._response = error = error_data(refusal)
-        if self._method == "initialize":
+        if self._by_session:
             with self._carrier:
                 await self._carrier.respond(error)
         else:
@@ -281,10 +292,32 @@ def _on_received_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) ->
     holder = _serving.get()
     responder = args[0] if args else kwargs.get("responder")
     request: Any = getattr(getattr(responder, "request", None), "root", None)
-    if holder is None or type(request).__name__ != "InitializeRequest":
+    if holder is None:
         return wrapped(*args, **kwargs)
-    message = _Message(holder, "initialize", request.params, responder, instance, wrapped(*args, **kwargs))
+    modern = None
+    if type(request).__name__ != "InitializeRequest":
+        # A request before any handshake was answered, which 1.x refuses itself ("before
+        # initialization", -32602): a modern client's is decided at the revision its envelope
+        # names (refused -32022 with the revisions this SDK serves, as the specification has a
+        # server answer a revision it cannot serve), and one after a refused handshake is
+        # refused as that was, as on mcp 2.x. Any other is the SDK's to refuse, untraced.
+        if not seams.before_handshake(instance):
+            return wrapped(*args, **kwargs)
+        modern = _modern_revision(request)
+        if modern is None and type(_held.get(instance)) is not Refusal:
+            return wrapped(*args, **kwargs)
+    method = getattr(request, "method", "")
+    answer = wrapped(*args, **kwargs)
+    message = _Message(holder, method, request.params, responder, instance, answer, True, modern)
     return apply(holder.engine, message)
+
+
+def _modern_revision(request: Any) -> str | None:
+    """The modern revision a request's `params._meta` names, if it names one."""
+    meta = getattr(getattr(request, "params", None), "meta", None)
+    named = getattr(meta, "model_extra", None) or {}
+    revision = named.get(PROTOCOL_VERSION_KEY)
+    return revision if revision in revisions.MODERN else None
 
 
 def _on_handle_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
