@@ -20,7 +20,7 @@ from mcp.client.session import ClientSession
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
-from mcp_negotiation import Policy, PolicyError, UsageError, negotiate, requires, variant_of
+from mcp_negotiation import ClientOverride, Policy, PolicyError, UsageError, negotiate, requires, variant_of
 from mcp_negotiation.core.listings import REQUIRED_CAPABILITIES_META_KEY as KEY
 from mcp_negotiation.core.variants import CAPABILITY_SCOPE_META_KEY as SCOPE
 from support.harness import legacy_session, open_streams, serve_http, stdio_params
@@ -149,6 +149,18 @@ async def test_what_the_policy_withholds_chooses_the_variant_too() -> None:
     async with Client(server, mode="2026-07-28", elicitation_callback=_elicit) as client:
         assert _schemas(await client.list_tools())["research"] == PLAIN["research"]
         assert _text(await client.call_tool("research", {"query": "bees"})) == "top 3 results for bees"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_per_client_override_chooses_the_variant_for_that_client_alone(mode: str) -> None:
+    # Claude Code in the desktop app declared elicitation and did not render the form
+    # (docs/client-overrides.md): revoked for that client only, it is served `lookup`.
+    rule = ClientOverride("desk-*", revoke=["elicitation"], id="desk-no-forms")
+    server = build(policy=Policy(client_overrides=[rule]))
+    for name, expected in (("desk-app", PLAIN["research"]), ("cli", FULL["research"])):
+        info = types.Implementation(name=name, version="1.0.0")
+        async with Client(server, mode=mode, client_info=info, elicitation_callback=_elicit) as client:
+            assert _schemas(await client.list_tools())["research"] == expected, name
 
 
 async def test_a_hiding_policy_lists_the_fallback_instead_of_hiding_the_tool() -> None:
