@@ -67,7 +67,8 @@ def record(era: str, version: str, requested: str, outcome: str, caps: Any, *sup
     return served({"era": era, "protocol_version": version, "requested_version": requested,
                    "transport": "stdio", "outcome": outcome, "capabilities_known": True,
                    "client_capabilities": caps, "client_info": CLIENT, "degraded": [], "withheld": [],
-                   "headers": {}, "session_id": None, "ucp": None,
+                   "headers": {}, "session_id": None, "ucp": None, "overrides": {}, "revoked": [],
+                   "effective_capabilities": None, "extensions": {},
                    "supports": {name: name in supported for name in FEATURES}})
 
 
