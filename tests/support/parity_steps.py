@@ -176,9 +176,7 @@ CONVERSATIONS: Final = (
     Conversation("before-handshake", "legacy", (
         Step("a request before initialize", "tools/list", {}, BAD_PARAMS),
         Step("a handshake after it", "initialize", initialize(LEGACY, CAPS), HANDSHAKE),
-    ), (span("initialize", "accepted", LEGACY, LEGACY, DECLARED),), diverges={"mcp2": (
-        "mcp 2.x hands the request to the middleware before its SDK refuses it: a capability_negotiated "
-        "span says 'accepted' (capabilities unknown, at the SDK's 2025-11-25) for a request never served")}),
+    ), (span("initialize", "accepted", LEGACY, LEGACY, DECLARED),)),
     Conversation("required", "legacy", (
         Step("handshake refused", "initialize", initialize(LEGACY, {}), missing("elicitation")),
         Step("and what follows", "tools/list", {}, missing("elicitation")),
