@@ -67,7 +67,8 @@ def record(era: str, version: str, requested: str, outcome: str, caps: Any, *sup
     return served({"era": era, "protocol_version": version, "requested_version": requested,
                    "transport": "stdio", "outcome": outcome, "capabilities_known": True,
                    "client_capabilities": caps, "client_info": CLIENT, "degraded": [], "withheld": [],
-                   "headers": {}, "session_id": None, "ucp": None,
+                   "headers": {}, "session_id": None, "ucp": None, "overrides": {}, "revoked": [],
+                   "effective_capabilities": None, "extensions": {},
                    "supports": {name: name in supported for name in FEATURES}})
 
 
@@ -175,9 +176,7 @@ CONVERSATIONS: Final = (
     Conversation("before-handshake", "legacy", (
         Step("a request before initialize", "tools/list", {}, BAD_PARAMS),
         Step("a handshake after it", "initialize", initialize(LEGACY, CAPS), HANDSHAKE),
-    ), (span("initialize", "accepted", LEGACY, LEGACY, DECLARED),), diverges={"mcp2": (
-        "mcp 2.x hands the request to the middleware before its SDK refuses it: a capability_negotiated "
-        "span says 'accepted' (capabilities unknown, at the SDK's 2025-11-25) for a request never served")}),
+    ), (span("initialize", "accepted", LEGACY, LEGACY, DECLARED),)),
     Conversation("required", "legacy", (
         Step("handshake refused", "initialize", initialize(LEGACY, {}), missing("elicitation")),
         Step("and what follows", "tools/list", {}, missing("elicitation")),

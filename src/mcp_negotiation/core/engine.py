@@ -28,7 +28,7 @@ from . import revisions
 from .bounded import MAX_ENTRY_BYTES, BoundedCache
 from .client_log import report
 from .errors import NegotiationRefused, Refusal
-from .facts import Facts, Origin
+from .facts import BEFORE_HANDSHAKE, Facts, Origin
 from .frozen_json import MARSHAL_VERSION, is_object
 from .listings import LISTINGS
 from .negotiation import (
@@ -118,6 +118,8 @@ class Engine:
                 known, hold = self._held(facts, check=check)
                 if known is not None:
                     traced = False
+                elif facts.held is BEFORE_HANDSHAKE:
+                    return PASS  # the SDK refuses it (answers a `ping`) itself: nothing was served
                 elif (origin := facts.origin).direct and _has_envelope(facts.params):
                     # The SDK's in-process dispatcher adopts whatever revision an envelope names,
                     # "zzz" or a handshake one: the envelope is negotiated as one (a handshake

@@ -10,11 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from .negotiation import NO_HEADERS, Transport
 
-__all__ = ["Facts", "Origin", "PlainFacts"]
+__all__ = ["BEFORE_HANDSHAKE", "Facts", "Origin", "PlainFacts"]
+
+
+class _BeforeHandshake:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "BEFORE_HANDSHAKE"
+
+
+BEFORE_HANDSHAKE: Final = _BeforeHandshake()
+"""What a connection holds before its SDK accepted a handshake: its requests are the SDK's
+to refuse (or, a `ping`, to answer), never served, so there is nothing to negotiate."""
 
 
 class Origin(NamedTuple):
@@ -43,7 +55,7 @@ class Facts(Protocol):
       request's own), None where the SDK said nothing (the engine then applies the
       specification's default for a request without `MCP-Protocol-Version`);
     - `held`: what the connection holds from earlier messages (a `Known`, the `Refusal` of a
-      refused handshake, or None);
+      refused handshake, `BEFORE_HANDSHAKE` while its SDK awaits one, or None);
     - `session_id`: the connection's session, where the SDK has one;
     - `origin`: where it came from (`Origin`).
     """

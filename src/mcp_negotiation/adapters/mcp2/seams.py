@@ -14,6 +14,8 @@ from collections.abc import Callable, Collection, Mapping, MutableMapping
 from contextlib import AsyncExitStack
 from typing import Any, Final
 
+from ...core.facts import BEFORE_HANDSHAKE
+
 logger = logging.getLogger("mcp_negotiation")
 
 STATE_KEY: Final = "mcp_negotiation.record"
@@ -53,12 +55,18 @@ def on_connection_close(ctx: Any, callback: Callable[[], object]) -> bool:
     return True
 
 
-def held(ctx: Any, key: str = STATE_KEY) -> object:
-    """What the connection holds under our `key` (its handshake's record, by default), None
-    where nothing is held or the SDK no longer offers per-connection state."""
+def held(ctx: Any) -> object:
+    """What the connection holds (its handshake's record, under `STATE_KEY`): None
+    where nothing is held or the SDK no longer offers per-connection state, and
+    `BEFORE_HANDSHAKE` where the SDK has yet to accept one (its public
+    `Connection.initialize_accepted`; a release without it: accepted, as before)."""
     # `connection_of`, inline: this runs on every request of a legacy session.
-    state = getattr(getattr(getattr(ctx, "session", None), "_connection", None), "state", None)
-    return state.get(key) if type(state) is dict else None
+    connection = getattr(getattr(ctx, "session", None), "_connection", None)
+    state = getattr(connection, "state", None)
+    value = state.get(STATE_KEY) if type(state) is dict else None
+    if value is None and getattr(connection, "initialize_accepted", True) is False:
+        return BEFORE_HANDSHAKE
+    return value
 
 
 def session_id(ctx: Any) -> str | None:
