@@ -118,13 +118,16 @@ class Engine:
                 known, hold = self._held(facts, check=check)
                 if known is not None:
                     traced = False
-                elif facts.held is BEFORE_HANDSHAKE:
+                elif ((before := facts.held is BEFORE_HANDSHAKE) or (origin := facts.origin).direct) and (
+                    _has_envelope(facts.params)
+                ):
+                    # Before any handshake, or on the SDK's in-process dispatcher (which adopts
+                    # whatever revision an envelope names), an envelope is the client's word: it is
+                    # negotiated as one ("zzz", or a handshake revision in it, is -32022, as the
+                    # SDK itself answers on every other path).
+                    known = self._enveloped(facts, facts.origin, check=check)
+                elif before:
                     return PASS  # the SDK refuses it (answers a `ping`) itself: nothing was served
-                elif (origin := facts.origin).direct and _has_envelope(facts.params):
-                    # The SDK's in-process dispatcher adopts whatever revision an envelope names,
-                    # "zzz" or a handshake one: the envelope is negotiated as one (a handshake
-                    # revision in it is -32022, as the SDK itself answers on every other path).
-                    known = self._enveloped(facts, origin, check=check)
                 else:
                     known = self._sessionless(facts, revision)
             dispatch = None

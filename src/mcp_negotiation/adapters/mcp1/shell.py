@@ -24,7 +24,7 @@ import wrapt
 from ...core import revisions
 from ...core.engine import Engine
 from ...core.errors import PolicyError, Refusal
-from ...core.facts import Origin
+from ...core.facts import BEFORE_HANDSHAKE, Origin
 from ...core.negotiation import PROTOCOL_VERSION_KEY, Negotiator, Policy, policy_given
 from ...core.outcome import Known, Outcome
 from ...otel.semconv import TOOL_ERROR
@@ -134,7 +134,7 @@ class _Message:
         """Whether the session answers it: an `initialize`, or a request before any handshake
         (`_on_received_request`), not yet the server's to handle."""
         self._unheld = unheld
-        """The modern revision such a request names."""
+        """The revision such a request's envelope names."""
         self._response: Any = None
         """What the SDK answered (`_on_respond`), or the refusal answered instead."""
 
@@ -176,7 +176,10 @@ class _Message:
 
     @property
     def held(self) -> object:
-        return _held.get(self._session)
+        held = _held.get(self._session)
+        if held is None and self._by_session and self._method != "initialize":
+            return BEFORE_HANDSHAKE
+        return held
 
     @property
     def session_id(self) -> str | None:
@@ -294,30 +297,28 @@ def _on_received_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) ->
     request: Any = getattr(getattr(responder, "request", None), "root", None)
     if holder is None:
         return wrapped(*args, **kwargs)
-    modern = None
+    named = None
     if type(request).__name__ != "InitializeRequest":
-        # A request before any handshake was answered, which 1.x refuses itself ("before
-        # initialization", -32602): a modern client's is decided at the revision its envelope
-        # names (refused -32022 with the revisions this SDK serves, as the specification has a
-        # server answer a revision it cannot serve), and one after a refused handshake is
-        # refused as that was, as on mcp 2.x. Any other is the SDK's to refuse, untraced.
+        # A request before any handshake was answered (which 1.x refuses itself, "before
+        # initialization", -32602) goes to the kernel as a session's message: one with an
+        # envelope is decided at the revision it names (refused -32022 with the revisions this
+        # SDK serves, as the specification has a server answer a revision it cannot serve),
+        # one after a refused handshake is refused as that was, and any other is left to the
+        # SDK, untraced, as on mcp 2.x.
         if not seams.before_handshake(instance):
             return wrapped(*args, **kwargs)
-        modern = _modern_revision(request)
-        if modern is None and type(_held.get(instance)) is not Refusal:
-            return wrapped(*args, **kwargs)
+        named = _named_revision(request)
     method = getattr(request, "method", "")
     answer = wrapped(*args, **kwargs)
-    message = _Message(holder, method, request.params, responder, instance, answer, True, modern)
+    message = _Message(holder, method, request.params, responder, instance, answer, True, named)
     return apply(holder.engine, message)
 
 
-def _modern_revision(request: Any) -> str | None:
-    """The modern revision a request's `params._meta` names, if it names one."""
+def _named_revision(request: Any) -> str | None:
+    """The revision a request's `params._meta` envelope names, if it names one."""
     meta = getattr(getattr(request, "params", None), "meta", None)
-    named = getattr(meta, "model_extra", None) or {}
-    revision = named.get(PROTOCOL_VERSION_KEY)
-    return revision if revision in revisions.MODERN else None
+    named = (getattr(meta, "model_extra", None) or {}).get(PROTOCOL_VERSION_KEY)
+    return named if isinstance(named, str) else None
 
 
 def _on_handle_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
