@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # what `__getattr__` answers, seen by type checkers and IDEs
         requires_extension,
         requires_ucp,
         uninstrument,
+        variant_of,
     )
     from .ucp import UcpPolicy
 
@@ -69,6 +70,7 @@ __all__ = [
     "requires_extension",
     "requires_ucp",
     "uninstrument",
+    "variant_of",
 ]
 
 

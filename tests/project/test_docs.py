@@ -63,6 +63,7 @@ RUNNERS = {
     "examples/prometheus_metrics.py": "test_the_prometheus_example_serves_its_metrics",
     "examples/requires_sampling.py": "test_requires_sampling_everywhere_serves_clients_that_sample",
     "examples/tool_catalogs.py": "test_every_client_sees_the_requirements_its_refusal_would_carry",
+    "examples/tool_variants.py": "test_each_client_is_listed_and_served_its_variant",
     "examples/tracing.py": "test_tracing_example_prints_the_spans",
     "examples/ucp_2026_08_25.py": "test_the_2026_08_25_example_prints_what_the_page_says",
     "examples/ucp_negotiation_core.py": "test_the_example_prints_what_the_page_says",

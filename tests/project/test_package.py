@@ -49,6 +49,7 @@ def test_the_top_level_names_are_one_per_job() -> None:
         "requires_extension",
         "requires_ucp",
         "uninstrument",
+        "variant_of",
     ]
     for removed in ("Negotiator", "NegotiationMiddleware", "current_negotiation", "require", "supports"):
         assert not hasattr(mcp_negotiation, removed), removed

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
+from mcp_negotiation.core.variants import CAPABILITY_SCOPE_META_KEY, scope_fingerprint
 from support.servers.parity_server import CHECKOUT, FEATURES, PLATFORM
 
 LEGACY: Final = "<the newest legacy revision the SDK serves>"
@@ -81,11 +82,16 @@ def missing(capability: str) -> dict[str, Any]:
     return refused(-32021, f"Missing required client capability: {capability}", data)
 
 
-def listed(kind: str, *names: str, requiring: Mapping[str, str] = {}) -> dict[str, Any]:
-    """A listing: its entries' names, with the capability an entry says it requires."""
+def listed(kind: str, *names: str, requiring: Mapping[str, str] = {},
+           scope: Mapping[str, bool] | None = None) -> dict[str, Any]:
+    """A listing: its entries' names, with the capability an entry says it requires, and, for
+    one scoped to its client, the fingerprint of `scope` (each name read: the client has it)."""
     meta = {name: {"_meta": {"io.modelcontextprotocol/requiredCapabilities": {needs: {}}}}
             for name, needs in requiring.items()}
-    return {"result": {kind: [{"name": name, **meta.get(name, {})} for name in names]}}
+    result: dict[str, Any] = {kind: [{"name": name, **meta.get(name, {})} for name in names]}
+    if scope is not None:
+        result["_meta"] = {CAPABILITY_SCOPE_META_KEY: scope_fingerprint(scope)}
+    return {"result": result}
 
 
 def span(method: str, outcome: str, requested: str | None, version: str | None = None,
@@ -137,9 +143,10 @@ CONVERSATIONS: Final = (
              record("legacy", LEGACY, LEGACY, "accepted", CAPS, *DECLARED)),
         Step("tools for a sampling client", "tools/list", {},
              listed("tools", "negotiation", "summarize", "create_checkout",
-                    requiring={"summarize": "sampling"})),
+                    requiring={"summarize": "sampling"}, scope={"sampling": True})),
         Step("@requires met", "tools/call", call("summarize", {"text": "hi"}), served({"result": "hi"})),
-        Step("templates scoped", "resources/templates/list", {}, listed("resourceTemplates")),
+        Step("templates scoped", "resources/templates/list", {},
+             listed("resourceTemplates", scope={"elicitation": False})),
         Step("@requires unmet", "resources/read", {"uri": "notes://x"}, missing("elicitation")),
         Step("UCP without a profile", "tools/call", call("create_checkout", {"items": ["a"]}), refused(
             -32001, "UCP discovery failed", {"code": "invalid_profile_url",
@@ -152,8 +159,9 @@ CONVERSATIONS: Final = (
         Step("counter-offered", "initialize", initialize("2025-03-26", {}), HANDSHAKE),
         Step("the record", "tools/call", call("negotiation", {}),
              record("legacy", LEGACY, "2025-03-26", "counter_offered", {})),
-        Step("tools scoped", "tools/list", {}, listed("tools", "negotiation", "create_checkout")),
-        Step("prompts scoped", "prompts/list", {}, listed("prompts")),
+        Step("tools scoped", "tools/list", {},
+             listed("tools", "negotiation", "create_checkout", scope={"sampling": False})),
+        Step("prompts scoped", "prompts/list", {}, listed("prompts", scope={"sampling": False})),
         Step("@requires unmet", "tools/call", call("summarize", {"text": "x"}), missing("sampling")),
     ), (span("initialize", "counter_offered", "2025-03-26", LEGACY, []),),
         args=("--min-revision", "2025-06-18")),
@@ -189,7 +197,7 @@ CONVERSATIONS: Final = (
         Step("its repeat", "tools/call", call("negotiation", {}, envelope({"sampling": {}})),
              record("modern", MODERN, MODERN, "accepted", {"sampling": {}}, "sampling")),
         Step("tools scoped", "tools/list", {"_meta": BARE},
-             listed("tools", "negotiation", "create_checkout")),
+             listed("tools", "negotiation", "create_checkout", scope={"sampling": False})),
         Step("@requires unmet", "tools/call", call("summarize", {"text": "x"}, BARE), missing("sampling")),
         Step("UCP agreed", "tools/call", call("create_checkout", {"items": ["a"], "meta": UCP}, BARE),
              CHECKED_OUT),

@@ -16,6 +16,7 @@ from ..core.negotiation import Policy, policy_given
 from .compat import MCP_MAJOR
 from .context import client_supports, negotiation_of, requires, requires_extension, requires_ucp
 from .mcp2.asgi import record_refusals_asgi
+from .variants import variant_of
 
 if MCP_MAJOR >= 2:
     from .mcp2.install import instrument, negotiate, uninstrument
@@ -34,6 +35,7 @@ __all__ = [
     "requires_extension",
     "requires_ucp",
     "uninstrument",
+    "variant_of",
 ]
 
 _S = TypeVar("_S")

@@ -27,6 +27,7 @@ from ..core.listings import REQUIRES_ATTRIBUTE
 from ..core.negotiation import Negotiation, capability_names
 from ..core.outcome import Known
 from ..core.revisions import ClientFeature, FeatureName
+from ..core.variants import GATES
 from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
 from ..ucp.stage import for_operation
 from . import instrumenting
@@ -237,6 +238,7 @@ def _gate(check: Callable[[], None], what: str, names: tuple[str, ...]) -> Calla
             )
         with contextlib.suppress(TypeError):  # a callable that takes no weak reference: not tracked
             _gated.add(fn)
+        GATES.any = True  # from now on the engine looks at what each tools/call names
         for server in list(_watched):
             _refuse_misplaced(server, fn)
         gated: Callable[..., Any]

@@ -1,9 +1,11 @@
-"""Listings as each client should read them: requirements declared, and scoped on request.
+"""Listings as each client should read them: requirements declared, variants chosen, and
+scoped on request.
 
 Both SDK adapters hand a listing's answer here when the engine's outcome says it is one
-(`Outcome.listing`); what an entry declares and which entries a client sees is decided in
-the core (`mcp_negotiation.core.listings`). A listing is rare next to calls, so the lookups
-it costs (the server's registered functions) are made per listing.
+(`Outcome.listing`); what an entry declares, which variant it is listed as and which
+entries a client sees is decided in the core (`mcp_negotiation.core.listings`). A listing
+is rare next to calls, so the lookups it costs (the server's registered functions) are
+made per listing.
 """
 
 from __future__ import annotations
@@ -13,26 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.client_log import report
-from ..core.listings import REQUIRES_ATTRIBUTE, catalogued
+from ..core.listings import LISTINGS, catalogued
 from ..core.outcome import Known
+from ..core.variants import Served
 from .mcp2 import seams
+from .variants import served_from
 
-__all__ = ["listed", "requirements"]
-
-_MAX_UNWRAP = 8
-
-
-def requirements(fn: object) -> tuple[str, ...] | None:
-    """What `@requires` checks for `fn`, through the wrappers the SDK put around it
-    (pydantic's `validate_call` on a prompt, FastMCP's own)."""
-    for _ in range(_MAX_UNWRAP):
-        if fn is None:
-            return None
-        names = getattr(fn, REQUIRES_ATTRIBUTE, None)
-        if isinstance(names, tuple):
-            return names
-        fn = getattr(fn, "__wrapped__", None)
-    return None
+__all__ = ["listed"]
 
 
 async def listed(
@@ -55,11 +44,33 @@ async def listed(
         )
         server = seams.catalog_server(owner) if owner is not None else None
         functions = await seams.listed_functions(server, method) if server is not None else {}
-        scope = known if known is not None and known.negotiator.policy.hide_unusable else None
-        answered = catalogued(method, wire, lambda key: requirements(functions.get(key)), scope)
+        served = served_from(functions, variants=method == "tools/list")
+        elsewhere = await _elsewhere(server, method, wire, served) if served else None
+        hide = known is not None and known.negotiator.policy.hide_unusable
+        answered = catalogued(method, wire, served.get, known, hide=hide, elsewhere=elsewhere)
         if answered is wire:
             return result
         return dict(answered) if isinstance(result, Mapping) else type(result).model_validate(answered)
     except Exception as error:
         report(logging.ERROR, "could not declare requirements in a listing", exc=error)
         return result
+
+
+async def _elsewhere(server: Any, method: str, wire: Mapping[str, Any], served: Mapping[str, Served]) -> Any:
+    """The entries of the variants of this page's tools that the server lists on other pages
+    (a paging FastMCP server's), which may be the ones chosen here; None when there are none."""
+    field, key_name = LISTINGS[method]
+    entries = wire.get(field)
+    page = (
+        {entry.get(key_name) for entry in entries if isinstance(entry, Mapping)}
+        if isinstance(entries, list)
+        else set()
+    )
+    wanted = {
+        variant.key
+        for key in page
+        if isinstance(key, str) and (found := served.get(key)) is not None
+        for variant in found.variants
+        if variant.key not in page
+    }
+    return await seams.tool_entries(server, wanted) if wanted and server is not None else None

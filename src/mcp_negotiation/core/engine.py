@@ -41,7 +41,8 @@ from .negotiation import (
     retained_size,
 )
 from .outcome import EMPTY, PASS, Known, Need, Outcome, TraceKind
-from .stages import Fetched, Stage
+from .stages import Dispatch, Fetched, Stage
+from .variants import ToolLookup, ToolStage
 
 __all__ = ["EXEMPT", "MEMO_SIZE", "NOTHING_FETCHED", "Engine"]
 
@@ -60,12 +61,20 @@ _SERVED: Final = "engine.served"
 class Engine:
     """Applies one `Policy` to every inbound message of one server."""
 
-    def __init__(self, policy: Policy, negotiator: Negotiator | None = None) -> None:
+    def __init__(
+        self, policy: Policy, negotiator: Negotiator | None = None, *, tools: ToolLookup | None = None
+    ) -> None:
         self.policy = policy
         self.negotiator = negotiator or Negotiator(policy)
-        # Whatever makes a stage (`stages.StageSource`): the declared extensions, UCP.
+        # Whatever makes a stage (`stages.StageSource`): the declared extensions, UCP; then,
+        # given `tools` (what serves the tool a `tools/call` names, the adapter's view of the
+        # server's tools), the stage that refuses a withheld tool or dispatches to a variant:
+        # the last, once the call's negotiation (and its scopes) stands.
         sources = (policy.declared_extensions() or None, policy.ucp)
-        self.stages: tuple[Stage, ...] = tuple(source.stage() for source in sources if source is not None)
+        stages: list[Stage] = [source.stage() for source in sources if source is not None]
+        if tools is not None:
+            stages.append(ToolStage(tools))
+        self.stages: tuple[Stage, ...] = tuple(stages)
         self.memo: BoundedCache[tuple[Any, ...], Known] = BoundedCache(MEMO_SIZE)
         """The `Known`s of repeated requests, by what they were made from. Read it, never fill it."""
         self._advertised = {
@@ -121,9 +130,18 @@ class Engine:
                     return PASS  # the SDK refuses it (answers a `ping`) itself: nothing was served
                 else:
                     known = self._sessionless(facts, revision)
+            dispatch = None
             for stage in self.stages:
                 step = stage.on_request(known, facts, fetched)
                 if step is None:
+                    continue
+                if type(step) is Dispatch:
+                    if step.refusal is not None:  # the tool's answer; the negotiation is traced
+                        trace_kind: TraceKind | None = "negotiated" if traced else None
+                        return Outcome(
+                            "refuse", known, refusal=step.refusal, hold=hold, trace=trace_kind, judged=judged
+                        )
+                    dispatch = step.name
                     continue
                 if type(step) is Need:
                     return Outcome("pass", need=step, judged=judged)
@@ -143,6 +161,7 @@ class Engine:
                     trace=trace,
                     listing=listing,
                     judged=judged,
+                    dispatch=dispatch,
                 )
             # What a repeat is served with is the same every time: made once, kept on its `Known`.
             key = (_SERVED, trace, listing, judged)
@@ -150,7 +169,7 @@ class Engine:
             if served is None:
                 made = Outcome("serve", known, trace=trace, listing=listing, judged=judged)
                 served = known.derive(key, made)
-            return served
+            return served if dispatch is None else served._replace(dispatch=dispatch)
         except NegotiationRefused as refused:
             return self._refused(facts, on_behalf, judged, refused.refusal)
         except Exception as error:

@@ -100,7 +100,9 @@ class Outcome(NamedTuple):
     - `listing`: the answer is a listing, to be read as this client should read it;
     - `judged`: the message reached negotiation, so an HTTP error after it is no refusal
       made before dispatch;
-    - `need`: I/O to do before deciding again (the rest is then empty).
+    - `need`: I/O to do before deciding again (the rest is then empty);
+    - `dispatch`: the registered tool a `tools/call` is served by instead of the one it names
+      (a variant chosen for this client, `core.variants`).
     """
 
     action: Action
@@ -113,6 +115,7 @@ class Outcome(NamedTuple):
     listing: bool = False
     judged: bool = False
     need: Need | None = None
+    dispatch: str | None = None
 
 
 PASS: Final = Outcome("pass")

@@ -3,6 +3,7 @@ list each session only what it can use (issue 25), over memory, stdio and HTTP."
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from mcp_negotiation import Policy, instrument, negotiate, requires, uninstrumen
 from mcp_negotiation.adapters.mcp1.seams import sdk_revisions
 from mcp_negotiation.core.listings import REQUIRED_CAPABILITIES_META_KEY as KEY
 from mcp_negotiation.core.listings import required_capabilities_meta
+from mcp_negotiation.core.variants import CAPABILITY_SCOPE_META_KEY
 
 pytestmark = pytest.mark.anyio
 
@@ -32,15 +34,17 @@ def endpoint(request: pytest.FixtureRequest) -> Iterator[tuple[str, Callable[[bo
     kind: str = request.param
     opened: list[Any] = []
 
-    def target(hide: bool) -> Any:
+    def target(hide: bool, variants: bool = False) -> Any:
         if kind == "memory":
-            return build(hide=hide)
+            return build(hide=hide, variants=variants)
         if kind == "stdio":
             # This tree's library, whatever the environment's editable install points at.
             env = {**get_default_environment(), "PYTHONPATH": str(HERE.parents[2] / "src")}
-            args = [str(HERE / "v1_catalog_server.py"), *(["--hide"] if hide else [])]
+            flags = [flag for flag, on in (("--hide", hide), ("--variants", variants)) if on]
+            args = [str(HERE / "v1_catalog_server.py"), *flags]
             return StdioServerParameters(command=sys.executable, args=args, env=env)
-        served = serve_http(build(hide=hide, stateless=kind == "http-stateless").streamable_http_app())
+        built = build(hide=hide, stateless=kind == "http-stateless", variants=variants)
+        served = serve_http(built.streamable_http_app())
         opened.append(served)
         return served.__enter__()
 
@@ -86,6 +90,53 @@ async def test_each_session_lists_only_what_it_can_use(endpoint: Any) -> None:
         listed = _metas(await client.list_tools())
     # Stateless HTTP: the handshake's capabilities are gone, so nothing is assumed.
     assert listed == ({"echo": None} if kind == "http-stateless" else {"summarize": SAMPLING, "echo": None})
+
+
+@pytest.mark.parametrize("hide", [False, True])
+async def test_a_withheld_tool_is_refused_before_its_arguments_are_read(endpoint: Any, hide: bool) -> None:
+    # `{}` lacks the `text` the schema requires: FastMCP's validation would name it (and
+    # `summarizeArguments`); the refusal comes first and names what the session lacks only.
+    kind, make = endpoint
+    target = make(hide)
+    async with session(kind, target, REVISION, {}) as (client, _):
+        with pytest.raises(McpError) as refused:
+            await client.call_tool("summarize", {})
+    error = refused.value.error
+    assert (error.code, error.data) == (-32021, {"requiredCapabilities": SAMPLING[KEY]})
+    exposed = json.dumps(error.model_dump(mode="json"))
+    assert "text" not in exposed, exposed
+    assert "Arguments" not in exposed, exposed
+    if kind != "http-stateless":  # (where no handshake's capabilities are kept, every call is refused)
+        async with session(kind, target, REVISION, {"sampling": {}}) as (client, _):
+            validated = await client.call_tool("summarize", {})
+        assert validated.isError
+        assert "text" in str(validated.content)
+
+
+async def test_each_session_is_listed_and_served_its_variant(endpoint: Any) -> None:
+    kind, make = endpoint
+    target = make(False, True)
+    async with session(kind, target, REVISION, {}) as (client, _):
+        plain = await client.list_tools()
+        local = await client.call_tool("summarize", {"text": "one two three four"})
+        with pytest.raises(McpError) as unknown:
+            await client.call_tool("summarize_locally", {"text": "x"})
+    schemas = {tool.name: list(tool.inputSchema["properties"]) for tool in plain.tools}
+    assert schemas == {"summarize": ["text", "words"], "echo": ["text"]}
+    assert _metas(plain) == {"summarize": None, "echo": None}
+    assert isinstance(local.content[0], types.TextContent)
+    assert local.content[0].text == "one two three"
+    refused = unknown.value.error
+    assert (refused.code, refused.message) == (-32602, "Unknown tool: summarize_locally")
+    if kind == "http-stateless":
+        return  # (no handshake's capabilities are kept: every session gets the fallback)
+    async with session(kind, target, REVISION, {"sampling": {}}) as (client, _):
+        full = await client.list_tools()
+    assert [list(tool.inputSchema["properties"]) for tool in full.tools] == [["text"], ["text"]]
+    assert _metas(full) == {"summarize": SAMPLING, "echo": None}
+    fingerprints = {(listing.meta or {}).get(CAPABILITY_SCOPE_META_KEY) for listing in (plain, full)}
+    assert len(fingerprints) == 2
+    assert None not in fingerprints
 
 
 async def test_entries_without_requirements_are_listed_as_without_the_library() -> None:
@@ -151,3 +202,6 @@ async def test_a_fastmcp_server_built_under_instrument_declares_its_requirements
         assert _metas(await client.list_tools()) == {"summarize": SAMPLING, "echo": None}
     async with session("memory", server, REVISION, {}) as (client, _):
         assert _metas(await client.list_tools()) == {"echo": None}
+        with pytest.raises(McpError) as refused:  # before FastMCP validates the missing `text`
+            await client.call_tool("summarize", {})
+    assert refused.value.error.data == {"requiredCapabilities": SAMPLING[KEY]}

@@ -1,6 +1,9 @@
 """A FastMCP (mcp 1.x) server whose tools declare requirements: the catalog suite's server.
 
-python tests/adapters/mcp1/v1_catalog_server.py [--hide]       stdio
+python tests/adapters/mcp1/v1_catalog_server.py [--hide] [--variants]       stdio
+
+With `variants`, `summarize` has a fallback for sessions that cannot sample,
+`summarize_locally` (`@variant_of`), with an input schema of its own.
 """
 
 from __future__ import annotations
@@ -10,12 +13,14 @@ from pathlib import Path
 
 from mcp.server.fastmcp import FastMCP
 
-from mcp_negotiation import Policy, negotiate, requires
+from mcp_negotiation import Policy, negotiate, requires, variant_of
 
 HERE = Path(__file__).resolve().parent
 
 
-def build(*, hide: bool = False, stateless: bool = False, negotiated: bool = True) -> FastMCP:
+def build(
+    *, hide: bool = False, stateless: bool = False, negotiated: bool = True, variants: bool = False
+) -> FastMCP:
     server = FastMCP("v1-catalog", stateless_http=stateless)
     if negotiated:
         negotiate(server, Policy(hide_unusable=hide))
@@ -24,6 +29,13 @@ def build(*, hide: bool = False, stateless: bool = False, negotiated: bool = Tru
     @requires("sampling")
     async def summarize(text: str) -> str:
         return text[:20]
+
+    if variants:
+
+        @server.tool()
+        @variant_of("summarize")
+        async def summarize_locally(text: str, words: int = 3) -> str:
+            return " ".join(text.split()[:words])
 
     @server.tool()
     async def echo(text: str) -> str:
@@ -44,4 +56,4 @@ def build(*, hide: bool = False, stateless: bool = False, negotiated: bool = Tru
 
 
 if __name__ == "__main__":
-    build(hide="--hide" in sys.argv[1:]).run("stdio")
+    build(hide="--hide" in sys.argv[1:], variants="--variants" in sys.argv[1:]).run("stdio")

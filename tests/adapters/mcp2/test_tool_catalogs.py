@@ -8,6 +8,7 @@ lowlevel `Server` and a FastMCP 4 server.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -27,6 +28,7 @@ from mcp_negotiation import Policy, instrument, negotiate, requires, uninstrumen
 from mcp_negotiation.core.listings import REQUIRED_CAPABILITIES_META_KEY as KEY
 from mcp_negotiation.core.listings import required_capabilities_meta, requirement_names
 from mcp_negotiation.core.negotiation import required_capabilities_object
+from mcp_negotiation.core.variants import CAPABILITY_SCOPE_META_KEY
 from support.harness import (
     RawRequest,
     direct_connection,
@@ -160,12 +162,16 @@ async def _raw_listing(session: ClientSession, method: str = "tools/list", **par
 
 
 def _undeclared(listing: dict[str, Any]) -> dict[str, Any]:
-    """`listing` without the requirements this library declared."""
-    tools = []
-    for tool in listing["tools"]:
-        meta = {k: v for k, v in tool.get("_meta", {}).items() if k != KEY}
-        tools.append({**{k: v for k, v in tool.items() if k != "_meta"}, **({"_meta": meta} if meta else {})})
-    return {**listing, "tools": tools}
+    """`listing` without the requirements this library declared, nor its scope's fingerprint."""
+    return _without(
+        {**listing, "tools": [_without(tool, KEY) for tool in listing["tools"]]}, CAPABILITY_SCOPE_META_KEY
+    )
+
+
+def _without(item: dict[str, Any], key: str) -> dict[str, Any]:
+    """`item` without `key` in its `_meta`, and without a `_meta` that holds nothing else."""
+    meta = {k: v for k, v in item.get("_meta", {}).items() if k != key}
+    return {**{k: v for k, v in item.items() if k != "_meta"}, **({"_meta": meta} if meta else {})}
 
 
 @pytest.mark.parametrize("hide", [False, True])
@@ -219,6 +225,8 @@ async def test_a_server_built_under_instrument_declares_its_requirements() -> No
         assert _metas(await client.list_tools()) == {"summarize": SAMPLING}
     async with modern(server) as client:
         assert _metas(await client.list_tools()) == {}
+        # The tools it registered after `instrument()` reached it are refused before validation too.
+        assert await _refusal(client.call_tool("summarize", {})) == {"requiredCapabilities": SAMPLING[KEY]}
 
 
 async def test_a_failure_of_ours_lists_what_the_server_made(
@@ -261,6 +269,44 @@ async def test_each_client_lists_only_what_it_can_use(endpoint: Any) -> None:
     async with modern(target, sampling_callback=_sample, elicitation_callback=_elicit) as client:
         assert _metas(await client.list_tools()) == {"summarize": SAMPLING, "ask_user": FORM, "echo": None}
         assert [p.name for p in (await client.list_prompts()).prompts] == ["brief"]
+
+
+def _exposed(error: types.ErrorData) -> str:
+    """Everything a refusal told its client, as one text."""
+    return json.dumps(error.model_dump(mode="json"))
+
+
+async def _refused_error(call: Any) -> types.ErrorData:
+    with pytest.raises(MCPError) as refused:
+        await call
+    return refused.value.error
+
+
+@pytest.mark.parametrize("hide", [False, True])
+async def test_a_withheld_tool_is_refused_before_its_arguments_are_read(endpoint: Any, hide: bool) -> None:
+    # Called with arguments its schema rejects: the SDK's validation would name `text` and
+    # the arguments model; the refusal comes first, and names what the client lacks only.
+    kind, make = endpoint
+    target = make(hide)
+    async with legacy(kind, target, {}) as session:
+        errors = [await _refused_error(session.call_tool("summarize", {}))]
+        errors.append(await _refused_error(session.call_tool("ask_user", {"wrong": 1})))
+    async with modern(target) as client:
+        errors.append(await _refused_error(client.call_tool("summarize", {})))
+    assert [(error.code, error.data) for error in errors] == [
+        (-32021, {"requiredCapabilities": SAMPLING[KEY]}),
+        (-32021, {"requiredCapabilities": FORM[KEY]}),
+        (-32021, {"requiredCapabilities": SAMPLING[KEY]}),
+    ]
+    for error in errors:
+        exposed = _exposed(error)
+        for named in ("text", "question", "Arguments"):
+            assert named not in exposed, exposed
+    # A client the tool is for is answered by the SDK's validation, as without the library.
+    async with modern(target, sampling_callback=_sample) as client:
+        validated = await client.call_tool("summarize", {})
+    assert validated.is_error
+    assert "text" in str(validated.content)
 
 
 @asynccontextmanager
@@ -492,6 +538,8 @@ async def test_fastmcp_tools_declare_and_hide_across_its_pages() -> None:
     async with modern(_fastmcp(True)._mcp_server) as client:
         assert await _all_pages(client) == (["echo", "plain"], 2)
         await _refusal(client.call_tool("ask", {"text": "x"}))
+        # Refused before FastMCP validates what it was given, as on an MCPServer.
+        assert await _refusal(client.call_tool("summarize", {})) == {"requiredCapabilities": SAMPLING[KEY]}
     async with modern(_fastmcp(True)._mcp_server, sampling_callback=_sample) as client:
         assert (await _all_pages(client))[0] == ["summarize", "echo", "plain"]
 

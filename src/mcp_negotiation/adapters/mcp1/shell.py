@@ -33,6 +33,7 @@ from ..compat import PENDING_REFUSALS, error_data
 from ..installing import negotiate_built, unavailable
 from ..kernel import Answered, advertised, apply
 from ..origin import http_scope, origin, stdio_wrapper
+from ..variants import RegisteredTools
 from . import seams
 
 __all__ = ["V1Negotiation", "instrument", "negotiate", "uninstrument"]
@@ -54,7 +55,8 @@ class V1Negotiation:
     @classmethod
     def of(cls, policy: Policy, server: Any = None) -> V1Negotiation:
         owner = weakref.ref(server) if server is not None else None
-        return cls(policy, Engine(policy, Negotiator(_within_sdk(policy))), owner)
+        tools = RegisteredTools(lambda: seams.listing_owner(owner())) if owner is not None else None
+        return cls(policy, Engine(policy, Negotiator(_within_sdk(policy)), tools=tools), owner)
 
 
 def _within_sdk(policy: Policy) -> Policy:
@@ -209,6 +211,10 @@ class _Message:
         return True
 
     async def forward(self, known: Known | None, outcome: Outcome) -> Any:
+        if outcome.dispatch is not None and self._params is not None:
+            # The variant chosen for this client serves the call: the SDK's handling, not yet
+            # started, reads the request's name from this very object.
+            self._params.name = outcome.dispatch
         pending = PENDING_REFUSALS.set([]) if known is not None else None
         answering = _answering.set((self, outcome, known))
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -28,6 +29,7 @@ from .. import listings
 from ..compat import as_exception
 from ..kernel import Answered, advertised, apply
 from ..origin import http_scope, origin
+from ..variants import RegisteredTools
 from . import seams
 from .asgi import JUDGED_MARK
 
@@ -38,17 +40,19 @@ class NegotiationMiddleware:
     """`ServerMiddleware` placing a `Negotiation` on every request of a wrapped server."""
 
     def __init__(self, policy: Policy, *, owner: Any = None) -> None:
-        self.configure(policy)
         # The server whose chain holds us. A FastMCP server built under `instrument()` gets
         # us from the SDK's constructor, before FastMCP swaps in its own span opener; the
         # first request then moves us behind it (`_settle`).
         self._owner = weakref.ref(owner) if owner is not None else None
         self._settled = owner is None
+        self.configure(policy)
 
     def configure(self, policy: Policy) -> None:
         """Switch to another policy (used when `negotiate` is applied again)."""
         self.policy = policy
-        self.engine = Engine(policy)
+        owner = self._owner
+        tools = RegisteredTools(lambda: seams.catalog_server(owner())) if owner is not None else None
+        self.engine = Engine(policy, tools=tools)
 
     def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Awaitable[HandlerResult]:
         """The kernel's handling of the message (the SDK awaits what a middleware returns)."""
@@ -133,6 +137,9 @@ class _Message:
         ctx = self._ctx
         if ctx.request is not None:
             self._judged(outcome)
+        if outcome.dispatch is not None and isinstance(ctx.params, Mapping):
+            # The variant chosen for this client serves the call: the SDK validates and runs it.
+            ctx = replace(ctx, params={**ctx.params, "name": outcome.dispatch})
         if known is not None:
             try:  # noqa: SIM105 - left on the SDK's context too (`seams.entry_bound_to`)
                 setattr(ctx, seams.BOUND_ATTRIBUTE, known)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Mapping, MutableMapping
 from contextlib import AsyncExitStack
 from typing import Any, Final
 
@@ -316,3 +316,49 @@ async def listed_functions(server: Any, method: str) -> dict[str, Any]:
         if inspect.iscoroutinefunction(lister):
             items = await lister()
     return {str(getattr(item, key, "")): getattr(item, "fn", None) for item in items}
+
+
+def registered_tool(server: Any, name: str) -> Any | None:
+    """The function `server` registered as the tool `name`, read without awaiting: from an
+    MCPServer's (and mcp 1.x FastMCP's) tool manager (`_tool_manager.get_tool`), or a FastMCP 4
+    server's own provider (private: `_local_provider._components`, keyed `tool:NAME@` for an
+    unversioned tool). None for any other name, and for tools FastMCP 4 serves from elsewhere
+    (mounted servers, proxies, versions, transforms), whose gating is left to the call itself."""
+    manager = getattr(server, "_tool_manager", None)
+    if manager is not None:
+        return getattr(manager.get_tool(name), "fn", None)
+    components = getattr(getattr(server, "_local_provider", None), "_components", None)
+    if type(components) is dict:
+        return getattr(components.get(f"tool:{name}@"), "fn", None)
+    return None
+
+
+def registered_tools(server: Any) -> list[tuple[str, Any]]:
+    """Every (name, function) `server` registered as a tool, as `registered_tool` reads them."""
+    manager = getattr(server, "_tool_manager", None)
+    if manager is not None:
+        return [(str(getattr(tool, "name", "")), getattr(tool, "fn", None)) for tool in manager.list_tools()]
+    components = getattr(getattr(server, "_local_provider", None), "_components", None)
+    if type(components) is not dict:
+        return []
+    return [
+        (str(getattr(component, "name", "")), getattr(component, "fn", None))
+        for key, component in components.items()
+        if isinstance(key, str) and key.startswith("tool:") and key.endswith("@")
+    ]
+
+
+async def tool_entries(server: Any, keys: Collection[str]) -> dict[str, Any]:
+    """The wire form of the tools `keys` names, as a paging FastMCP 4 server
+    (`list_page_size`) lists them on other pages than the one being answered (public:
+    FastMCP 4's `get_tool` and `Tool.to_mcp_tool`). Empty for any other server: one that
+    does not page has every entry on the page."""
+    found: dict[str, Any] = {}
+    getter = getattr(server, "get_tool", None)
+    if not hasattr(server, "_local_provider") or not inspect.iscoroutinefunction(getter):
+        return found
+    for key in keys:
+        tool = await getter(key)
+        if tool is not None:
+            found[key] = tool.to_mcp_tool().model_dump(by_alias=True, mode="json", exclude_none=True)
+    return found
