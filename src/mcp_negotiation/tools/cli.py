@@ -76,6 +76,17 @@ def _header(value: str) -> tuple[str, str]:
     return name, field_value
 
 
+def _client_info(value: str) -> dict[str, str]:
+    """`NAME/VERSION` (`claude-ai/0.1.0`): the `clientInfo` the probe sends, so that what a
+    server's per-client rules do for that client shows in the table."""
+    name, slash, version = value.rpartition("/")
+    if not slash or not name.strip() or not version.strip():
+        raise argparse.ArgumentTypeError("give NAME/VERSION, e.g. 'claude-ai/0.1.0'")
+    if len(value) > 256 or not value.isprintable():
+        raise argparse.ArgumentTypeError("NAME/VERSION must be printable, at most 256 characters")
+    return {"name": name.strip(), "version": version.strip()}
+
+
 def _is_url(token: str) -> bool:
     return token.lower().startswith(("http://", "https://"))
 
@@ -88,6 +99,7 @@ examples:
   mcp-negotiation probe --capabilities full --json -- python server.py
   mcp-negotiation probe --capabilities '{"elicitation": {}}' http://127.0.0.1:8000/mcp
   mcp-negotiation probe --header "Authorization: Bearer $TOKEN" https://mcp.example/mcp
+  mcp-negotiation probe --client-info claude-ai/0.1.0    as that client: its per-client rules apply
 
 exit status (for CI):
   0        every revision was served (agreed or counter-offered), the server's versions
@@ -145,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="an HTTP header sent with every request (repeatable), e.g. 'Authorization: Bearer TOKEN'",
+    )
+    probe.add_argument(
+        "--client-info",
+        metavar="NAME/VERSION",
+        type=_client_info,
+        help="the clientInfo to send (default mcp-negotiation-probe/1): per-client rules for it apply",
     )
     probe.add_argument("--json", action="store_true", help="machine-readable output (docs/probe.md)")
     probe.add_argument("--timeout", type=_seconds, default=20.0, help="seconds per revision (default 20)")
@@ -214,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         as_json=args.json,
         ucp_profile=args.ucp_profile,
         headers=tuple(args.header),
+        client_info=args.client_info,
     )
 
 

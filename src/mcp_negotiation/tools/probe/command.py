@@ -16,7 +16,7 @@ import anyio
 
 from ...ucp import Profile
 from .matrix import Findings, Stopped, probe
-from .one_revision import client_options
+from .one_revision import PROBE_CLIENT, client_options
 from .render import render
 from .rows import ProbeError
 from .story import versions
@@ -30,6 +30,7 @@ def report(findings: Findings, ucp: dict[str, Any] | None, status: int) -> dict[
         "target": findings.target.as_json,
         "headers": [name for name, _ in findings.target.headers],
         "capabilities": findings.capabilities,
+        "client_info": dict(findings.client_info),
         "best": findings.best,
         "narrowed": findings.narrowed,
         "uses": [use.as_dict() for use in findings.uses],
@@ -54,6 +55,7 @@ def run(
     as_json: bool,
     ucp_profile: Profile | None = None,
     headers: tuple[tuple[str, str], ...] = (),
+    client_info: dict[str, str] | None = None,
 ) -> int:
     """Probe, print, and return the exit status."""
     chosen = Target(target or [sys.executable, *DEMO], headers)
@@ -76,7 +78,7 @@ def run(
     except Exception as bad:
         return failed(f"bad --capabilities for the modern row: {bad}", 2)
     try:
-        findings = anyio.run(probe, chosen, capabilities, timeout, progress)
+        findings = anyio.run(probe, chosen, capabilities, timeout, progress, client_info or PROBE_CLIENT)
     except ProbeError as failure:
         return failed(str(failure), 2)
     except Stopped as stop:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +22,7 @@ import anyio.abc
 
 from ...core import revisions
 from .catalogs import EVERY_CAPABILITY, fill_tool_catalogs
-from .one_revision import probe_revision
+from .one_revision import PROBE_CLIENT, probe_revision
 from .rows import Entry, ProbeError, Row
 from .story import Contradiction, contradictions
 from .target import Target
@@ -46,6 +46,8 @@ class Findings:
     target: Target
     capabilities: dict[str, Any]
     rows: list[Row]
+    client_info: Mapping[str, str] = field(default_factory=lambda: dict(PROBE_CLIENT))
+    """Whom the probe said it was (`--client-info`): the rows are what that client is served."""
     uses: list[Use] = field(default_factory=list)
     contradictions: list[Contradiction] = field(default_factory=list)
 
@@ -58,9 +60,16 @@ class Findings:
         return narrowing(self.rows)
 
 
-async def probe(target: Target, capabilities: dict[str, Any], seconds: float, progress: Progress) -> Findings:
-    """Probe every known revision at once; raise `ProbeError` when the server never answered
-    as a JSON-RPC peer, and `Stopped` when a signal came first."""
+async def probe(
+    target: Target,
+    capabilities: dict[str, Any],
+    seconds: float,
+    progress: Progress,
+    client_info: Mapping[str, str] = PROBE_CLIENT,
+) -> Findings:
+    """Probe every known revision at once, as the client `client_info` names (the reference
+    listing as the probe itself, whom no per-client rule names); raise `ProbeError` when the
+    server never answered as a JSON-RPC peer, and `Stopped` when a signal came first."""
     target.check()
     found: dict[str, Row] = {}
     reference: list[Row] = []
@@ -69,7 +78,7 @@ async def probe(target: Target, capabilities: dict[str, Any], seconds: float, pr
     started = time.monotonic()
 
     async def one(revision: str) -> None:
-        found[revision] = row = await probe_revision(target, revision, capabilities, seconds)
+        found[revision] = row = await probe_revision(target, revision, capabilities, seconds, client_info)
         said = row.outcome + (f" ({row.error_code})" if row.error_code is not None else "")
         progress(f"  {revision}  {said} after {time.monotonic() - started:.1f} s")
 
@@ -84,7 +93,7 @@ async def probe(target: Target, capabilities: dict[str, Any], seconds: float, pr
         group.start_soon(speculative_reference)
     rows = [found[revision] for revision in revisions.KNOWN]
     _refuse_when_nothing_answered(target, rows, seconds)
-    findings = Findings(target, capabilities, rows)
+    findings = Findings(target, capabilities, rows, dict(client_info))
     listing = await _reference_listing(findings, reference[0] if reference else None, seconds)
     fill_tool_catalogs(rows, capabilities, listing)
     findings.uses = uses_of(rows, listing)

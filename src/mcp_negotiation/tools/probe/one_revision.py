@@ -10,6 +10,8 @@ carried it), a timeout, or a failure (a crash, an HTTP answer that is not MCP's)
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
@@ -36,7 +38,9 @@ server may send it too, as the TypeScript SDK does for "Server not initialized".
 _MAX_PAGES: Final = 100
 """A server whose cursors never end is listed this many pages deep."""
 
-_CLIENT_INFO: Final = {"name": "mcp-negotiation-probe", "version": "1"}
+PROBE_CLIENT: Final = {"name": "mcp-negotiation-probe", "version": "1"}
+"""The `clientInfo` the probe sends unless told to send another's (`--client-info`), and always
+for its reference listing: a client no per-client rule is written for."""
 
 
 class _RawRequest(types.Request[dict[str, Any], str]):
@@ -69,16 +73,23 @@ def client_options(capabilities: Mapping[str, Any]) -> dict[str, Any]:
     return options
 
 
-async def probe_revision(target: Target, revision: str, capabilities: dict[str, Any], seconds: float) -> Row:
-    """The row for `revision`: never raises but for cancellation."""
+async def probe_revision(
+    target: Target,
+    revision: str,
+    capabilities: dict[str, Any],
+    seconds: float,
+    client_info: Mapping[str, str] = PROBE_CLIENT,
+) -> Row:
+    """The row for `revision`, as a client `client_info` names sees it: never raises but for
+    cancellation."""
     era = revisions.era(revision)
     watch = Watch(credentials=bool(target.headers))
     with tempfile.TemporaryFile("w+") as errlog:
         try:
             with anyio.fail_after(seconds):
                 if era == "legacy":
-                    return await _legacy(target, revision, capabilities, errlog, watch)
-                return await _modern(target, revision, capabilities, errlog, watch)
+                    return await _legacy(target, revision, capabilities, client_info, errlog, watch)
+                return await _modern(target, revision, capabilities, client_info, errlog, watch)
         except TimeoutError:
             row = Row(revision, era, "timeout", error=f"no answer in {seconds:g} s")
         except Exception as failure:
@@ -89,9 +100,14 @@ async def probe_revision(target: Target, revision: str, capabilities: dict[str, 
 
 
 async def _legacy(
-    target: Target, revision: str, capabilities: dict[str, Any], errlog: Any, watch: Watch
+    target: Target,
+    revision: str,
+    capabilities: dict[str, Any],
+    client_info: Mapping[str, str],
+    errlog: Any,
+    watch: Watch,
 ) -> Row:
-    params = {"protocolVersion": revision, "capabilities": capabilities, "clientInfo": _CLIENT_INFO}
+    params = {"protocolVersion": revision, "capabilities": capabilities, "clientInfo": dict(client_info)}
     async with (
         target.transport(errlog, watch) as streams,
         ClientSession(streams[0], streams[1], message_handler=watch) as session,
@@ -116,11 +132,20 @@ async def _legacy(
 
 
 async def _modern(
-    target: Target, revision: str, capabilities: dict[str, Any], errlog: Any, watch: Watch
+    target: Target,
+    revision: str,
+    capabilities: dict[str, Any],
+    client_info: Mapping[str, str],
+    errlog: Any,
+    watch: Watch,
 ) -> Row:
     options = client_options(capabilities)
     async with Client(
-        target.transport(errlog, watch), mode=revision, message_handler=watch, **options
+        target.transport(errlog, watch),
+        mode=revision,
+        message_handler=watch,
+        client_info=types.Implementation.model_validate(dict(client_info)),
+        **options,
     ) as client:
         discover = _RawRequest(method="server/discover", params={})
         found = await client.session.send_request(discover, types.DiscoverResult)
@@ -208,7 +233,19 @@ def _entry(kind: Kind, key: str, wire: Mapping[str, Any]) -> Entry:
         )
         if wire.get(field)
     ]
-    return Entry(kind, str(wire.get(key, "")), tuple(required or ()), tuple(shows))
+    schema = wire.get("inputSchema")
+    digest = _digest(schema) if isinstance(schema, dict) else ""
+    return Entry(kind, str(wire.get(key, "")), tuple(required or ()), tuple(shows), digest)
+
+
+def _digest(schema: Mapping[str, Any]) -> str:
+    """A short digest of a tool's input schema: two listings of one name that differ in it
+    serve two implementations (a variant, see docs/tool-variants.md)."""
+    try:
+        text = json.dumps(schema, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return ""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _leaves(failure: BaseException) -> Iterator[BaseException]:

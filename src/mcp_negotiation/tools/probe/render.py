@@ -57,7 +57,9 @@ LEGEND: Final = (
     (
         "tools",
         "the tools listed to a client at that revision that it can call; lost: tools hidden from"
-        " it, or listed as requiring capabilities it lacks there (docs/tool-catalogs.md)",
+        " it, or listed as requiring capabilities it lacks there (docs/tool-catalogs.md);"
+        " variant: tools listed to it under their name with another input schema than to a"
+        " client declaring everything (docs/tool-variants.md)",
     ),
     (
         "versions",
@@ -130,6 +132,7 @@ def render(findings: Findings) -> str:
         *wrapped("probed", target.named + transport, 9),
         *wrapped("server", _identity(rows), 9),
         *wrapped("offered", f"{offered} (the client capabilities the probe declared)", 9),
+        *wrapped("as", f"{_client(findings.client_info)} (the clientInfo sent: per-client rules apply)", 9),
         *_narrowing(findings.narrowed),
         *wrapped("uses", uses, 9),
         "",
@@ -185,8 +188,13 @@ def _matrix(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
+def _client(info: Mapping[str, str]) -> str:
+    return " ".join(str(info.get(key, "")) for key in ("name", "version")).strip()
+
+
 def _tools(rows: Sequence[Row]) -> list[str]:
-    """Per served revision, the tools its client sees and can call, and those it loses."""
+    """Per served revision, the tools its client sees and can call, those it loses, and those
+    it is served in a variant."""
     listed = [row for row in rows if row.tools is not None]
     if not listed:
         return []
@@ -194,7 +202,8 @@ def _tools(rows: Sequence[Row]) -> list[str]:
     for row in listed:
         seen = ", ".join(row.tools or ()) or "none"
         lost = f"; lost: {', '.join(row.tools_lost)}" if row.tools_lost else ""
-        lines += wrapped(f"  {_cut(row.revision)}", seen + lost, 14)
+        varied = f"; variant: {', '.join(row.tools_varied)}" if row.tools_varied else ""
+        lines += wrapped(f"  {_cut(row.revision)}", seen + lost + varied, 14)
     return lines
 
 

@@ -32,6 +32,8 @@ class Entry:
     """The names of its `_meta` requiredCapabilities (as `client_supports` takes them)."""
     shows: tuple[str, ...] = ()
     """Features of the feature table its listing shows it uses (`outputSchema`: structured_output)."""
+    schema: str = ""
+    """A digest of a tool's input schema ("" for none): what tells a variant apart."""
 
     @property
     def label(self) -> str:
@@ -58,6 +60,7 @@ ROW_FIELDS: Final = (
     "ucp_advertised",
     "tools",
     "tools_lost",
+    "tools_varied",
 )
 """The fields of a row that `--json` carries, in its order (docs/probe.md documents each)."""
 
@@ -84,6 +87,9 @@ class Row:
     """The tools a client at this revision sees and can call (None: none were listed to it)."""
     tools_lost: list[str] = field(default_factory=list)
     """The tools it goes without: hidden from it, or listed with requirements it cannot meet."""
+    tools_varied: list[str] = field(default_factory=list)
+    """The tools it is served in a variant: listed by the same name with another input schema
+    than to a client declaring everything (the reference listing)."""
     # Not output: what the report is computed from.
     declared: dict[str, Any] | None = field(default=None, repr=False)
     """The server's capabilities at this revision, as it sent them."""
