@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from mcp_negotiation.core.variants import CAPABILITY_SCOPE_META_KEY, scope_fingerprint
-from support.servers.parity_server import CHECKOUT, FEATURES, PLATFORM
+from support.servers.parity_server import CHECKOUT, FEATURES, PLATFORM, RULE
 
 LEGACY: Final = "<the newest legacy revision the SDK serves>"
 SERVED: Final = "<the revisions the SDK serves, newest first>"
 MODERN: Final = "2026-07-28"
 CLIENT: Final = {"name": "parity-client", "version": "1"}
+ACME: Final = {"name": "acme-desk", "version": "1.4.0"}
+"""A client `parity_server.RULE` names (with `--clients`)."""
 UNSERVED: Final = {"error": {"code": -32022, "data": {"requested": MODERN, "supported": SERVED}}}
 
 
@@ -46,8 +48,8 @@ class Conversation(NamedTuple):
     """Per side (`mcp1`, `mcp2`), how it answers otherwise today: its test is a strict xfail."""
 
 
-def initialize(revision: object, capabilities: object) -> dict[str, Any]:
-    return {"protocolVersion": revision, "capabilities": capabilities, "clientInfo": CLIENT}
+def initialize(revision: object, capabilities: object, client: object = CLIENT) -> dict[str, Any]:
+    return {"protocolVersion": revision, "capabilities": capabilities, "clientInfo": client}
 
 
 def envelope(capabilities: object, revision: str = MODERN) -> dict[str, Any]:
@@ -71,6 +73,12 @@ def record(era: str, version: str, requested: str, outcome: str, caps: Any, *sup
                    "headers": {}, "session_id": None, "ucp": None, "overrides": {}, "revoked": [],
                    "effective_capabilities": None, "extensions": {},
                    "supports": {name: name in supported for name in FEATURES}})
+
+
+def overridden(answer: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """The `negotiation` tool's `answer` with `fields` of its record as a rule made them."""
+    answer["result"]["structuredContent"].update(fields)
+    return answer
 
 
 def refused(code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -162,7 +170,7 @@ CONVERSATIONS: Final = (
         Step("tools scoped", "tools/list", {},
              listed("tools", "negotiation", "create_checkout", scope={"sampling": False})),
         Step("prompts scoped", "prompts/list", {}, listed("prompts", scope={"sampling": False})),
-        Step("@requires unmet", "tools/call", call("summarize", {"text": "x"}), missing("sampling")),
+        Step("@requires unmet, before validation", "tools/call", call("summarize", {}), missing("sampling")),
     ), (span("initialize", "counter_offered", "2025-03-26", LEGACY, []),),
         args=("--min-revision", "2025-06-18")),
     Conversation("unknown-revision", "legacy", (
@@ -198,7 +206,8 @@ CONVERSATIONS: Final = (
              record("modern", MODERN, MODERN, "accepted", {"sampling": {}}, "sampling")),
         Step("tools scoped", "tools/list", {"_meta": BARE},
              listed("tools", "negotiation", "create_checkout", scope={"sampling": False})),
-        Step("@requires unmet", "tools/call", call("summarize", {"text": "x"}, BARE), missing("sampling")),
+        Step("@requires unmet, before validation", "tools/call", call("summarize", {}, BARE),
+             missing("sampling")),
         Step("UCP agreed", "tools/call", call("create_checkout", {"items": ["a"], "meta": UCP}, BARE),
              CHECKED_OUT),
         Step("malformed capabilities", "tools/call", call("negotiation", {}, envelope("nope")), NOT_AN_OBJECT,
@@ -209,6 +218,18 @@ CONVERSATIONS: Final = (
         span("tools/call", "refused", MODERN, error="-32602")),
         (*(span(method, "refused", MODERN, error="-32022") for method in UNSERVED_METHODS),
          span("tools/call", "refused", MODERN, error="-32602"))),
+    Conversation("clients", "legacy", (
+        Step("handshake as a client a rule names", "initialize", initialize(LEGACY, CAPS, ACME), HANDSHAKE),
+        Notify("notifications/initialized"),
+        Step("the record: sampling revoked by the rule", "tools/call", call("negotiation", {}), overridden(
+            record("legacy", LEGACY, LEGACY, "accepted", CAPS, "roots", "roots.listChanged"),
+            client_info=ACME, overrides={"sampling": RULE.id}, revoked=["sampling"])),
+        Step("summarize listed as its variant", "tools/list", {},
+             listed("tools", "negotiation", "summarize", "create_checkout", scope={"sampling": False})),
+        Step("and served by it", "tools/call", call("summarize", {"text": "one two", "words": 1}),
+             served({"result": "one"})),
+    ), (span("initialize", "accepted", LEGACY, LEGACY, DECLARED,
+             **{"mcp.negotiation.overrides": [f"sampling revoked by {RULE.id}"]}),), args=("--clients",)),
     Conversation("modern-unknown-revision", "modern", (
         Step("unknown revision", "tools/call", call("negotiation", {}, envelope({}, "zzz")),
              refused(-32022, "Unsupported protocol version", {"requested": "zzz", "supported": [MODERN]}),

@@ -3,7 +3,7 @@ resource template registered on the installed SDK's server (mcp 2.x `MCPServer`,
 `FastMCP`), so that what tests/adapters/mcp{1,2}/test_parity.py compare is the library's
 doing, not the servers'.
 
-    python tests/support/servers/parity_server.py --spans PATH [--min-revision R] [--require CAP]
+    python tests/support/servers/parity_server.py --spans PATH [--min-revision R] [--require CAP] [--clients]
 
 Every span is recorded in memory and written to PATH as JSON when standard input closes
 and the server returns. Nothing but JSON-RPC goes to standard output.
@@ -20,7 +20,16 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from mcp_negotiation import Policy, client_supports, negotiate, negotiation_of, requires, requires_ucp
+from mcp_negotiation import (
+    ClientOverride,
+    Policy,
+    client_supports,
+    negotiate,
+    negotiation_of,
+    requires,
+    requires_ucp,
+    variant_of,
+)
 from mcp_negotiation.ucp import StaticResolver, UcpPolicy
 
 UCP = Path(__file__).resolve().parents[3] / "examples" / "ucp"
@@ -29,12 +38,15 @@ PLATFORM = "https://platform.example/profile.json"
 CHECKOUT = "dev.ucp.shopping.checkout"
 FEATURES = ("roots", "roots.listChanged", "sampling", "elicitation", "tasks")
 """What the `negotiation` tool asks `client_supports` about."""
+RULE = ClientOverride("acme-desk", versions="<2", revoke=["sampling"], id="acme-desk-never-samples")
+"""With `--clients`: a client that declares `sampling` and never answers it."""
 
 
-def install(server: Any, context: type) -> None:
+def install(server: Any, context: type, *, variant: bool) -> None:
     """Register the suite's tools, prompt and resource template on `server`, whose SDK hands
     a handler its `context` type (the one it knows the parameter by; the annotations are
-    evaluated here, so each SDK sees its own class)."""
+    evaluated here, so each SDK sees its own class); with `variant`, `summarize_locally` for
+    the clients `summarize` cannot serve."""
 
     @server.tool()
     async def negotiation(ctx: context) -> dict[str, Any]:  # type: ignore[valid-type]
@@ -51,6 +63,13 @@ def install(server: Any, context: type) -> None:
     @requires("sampling")
     async def summarize(text: str) -> str:
         return text[:20]
+
+    if variant:
+
+        @server.tool()
+        @variant_of("summarize")
+        async def summarize_locally(text: str, words: int = 1) -> str:
+            return " ".join(text.split()[:words])
 
     @server.prompt()
     @requires("sampling")
@@ -75,6 +94,7 @@ def serve() -> None:
     parser.add_argument("--spans", type=Path, required=True)
     parser.add_argument("--min-revision")
     parser.add_argument("--require", action="append", default=[])
+    parser.add_argument("--clients", action="store_true", help="the per-client rule RULE, a variant")
     args = parser.parse_args()
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -83,7 +103,7 @@ def serve() -> None:
     resolver = StaticResolver({PLATFORM: UCP / "platform_profile.json"})
     ucp = UcpPolicy(business_profile=UCP / "business_profile.json", resolver=resolver, stamp_results=True)
     policy = Policy(min_revision=args.min_revision, required_capabilities=tuple(args.require),
-                    hide_unusable=True, ucp=ucp)
+                    hide_unusable=True, ucp=ucp, client_overrides=[RULE] if args.clients else ())
     if version("mcp").startswith("1."):
         from mcp.server.fastmcp import Context, FastMCP
 
@@ -92,7 +112,7 @@ def serve() -> None:
         from mcp.server.mcpserver import Context, MCPServer
 
         server, context = negotiate(MCPServer("parity"), policy), Context
-    install(server, context)
+    install(server, context, variant=args.clients)
     try:
         server.run("stdio")
     finally:
