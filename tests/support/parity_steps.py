@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from mcp_negotiation.core.variants import CAPABILITY_SCOPE_META_KEY, scope_fingerprint
-from support.servers.parity_server import CHECKOUT, FEATURES, PLATFORM, RULE
+from support.servers.parity_server import APP_MIME, APPS, CHECKOUT, FEATURES, PLATFORM, RULE
 
 LEGACY: Final = "<the newest legacy revision the SDK serves>"
 SERVED: Final = "<the revisions the SDK serves, newest first>"
 MODERN: Final = "2026-07-28"
 CLIENT: Final = {"name": "parity-client", "version": "1"}
 ACME: Final = {"name": "acme-desk", "version": "1.4.0"}
+CAPS_APPS: Final = {"sampling": {}, "roots": {"listChanged": True},
+                    "extensions": {APPS: {"mimeTypes": [APP_MIME, "text/plain"]}}}
 """A client `parity_server.RULE` names (with `--clients`)."""
 UNSERVED: Final = {"error": {"code": -32022, "data": {"requested": MODERN, "supported": SERVED}}}
 
@@ -219,17 +221,24 @@ CONVERSATIONS: Final = (
         (*(span(method, "refused", MODERN, error="-32022") for method in UNSERVED_METHODS),
          span("tools/call", "refused", MODERN, error="-32602"))),
     Conversation("clients", "legacy", (
-        Step("handshake as a client a rule names", "initialize", initialize(LEGACY, CAPS, ACME), HANDSHAKE),
+        Step("handshake as a client a rule names", "initialize", initialize(LEGACY, CAPS_APPS, ACME),
+             {"result": {**HANDSHAKE["result"], "capabilities": {**HANDSHAKE["result"]["capabilities"],
+              "experimental": {**HANDSHAKE["result"]["capabilities"]["experimental"], APPS: {}}}}}),
         Notify("notifications/initialized"),
         Step("the record: sampling revoked by the rule", "tools/call", call("negotiation", {}), overridden(
-            record("legacy", LEGACY, LEGACY, "accepted", CAPS, "roots", "roots.listChanged"),
-            client_info=ACME, overrides={"sampling": RULE.id}, revoked=["sampling"])),
-        Step("summarize listed as its variant", "tools/list", {},
-             listed("tools", "negotiation", "summarize", "create_checkout", scope={"sampling": False})),
+            record("legacy", LEGACY, LEGACY, "accepted", CAPS_APPS, "roots", "roots.listChanged"),
+            client_info=ACME, overrides={"sampling": RULE.id}, revoked=["sampling"],
+            extensions={APPS: {"identifier": APPS, "settings": CAPS_APPS["extensions"][APPS]}})),
+        Step("summarize listed as its variant, dashboard for an Apps client", "tools/list", {},
+             listed("tools", "negotiation", "summarize", "dashboard", "create_checkout", scope={"sampling": False})),
         Step("and served by it", "tools/call", call("summarize", {"text": "one two", "words": 1}),
              served({"result": "one"})),
-    ), (span("initialize", "accepted", LEGACY, LEGACY, DECLARED,
-             **{"mcp.negotiation.overrides": [f"sampling revoked by {RULE.id}"]}),), args=("--clients",)),
+        Step("an extension with the settings asked", "tools/call", call("dashboard", {}),
+             served({"result": f"ui://dashboard ({APPS})"})),
+    ), (span("initialize", "accepted", LEGACY, LEGACY, ["extensions", f"extensions/{APPS}", *DECLARED],
+             **{"mcp.negotiation.overrides": [f"sampling revoked by {RULE.id}"],
+                "mcp.negotiation.extensions": [f'{APPS} {{"mimeTypes":["{APP_MIME}","text/plain"]}}']}),),
+        args=("--clients",)),
     Conversation("modern-unknown-revision", "modern", (
         Step("unknown revision", "tools/call", call("negotiation", {}, envelope({}, "zzz")),
              refused(-32022, "Unsupported protocol version", {"requested": "zzz", "supported": [MODERN]}),

@@ -27,6 +27,7 @@ from mcp_negotiation import (
     negotiate,
     negotiation_of,
     requires,
+    requires_extension,
     requires_ucp,
     variant_of,
 )
@@ -38,6 +39,8 @@ PLATFORM = "https://platform.example/profile.json"
 CHECKOUT = "dev.ucp.shopping.checkout"
 FEATURES = ("roots", "roots.listChanged", "sampling", "elicitation", "tasks")
 """What the `negotiation` tool asks `client_supports` about."""
+APPS, APP_MIME = "io.modelcontextprotocol/ui", "text/html;profile=mcp-app"
+"""With `--clients`: the MCP Apps extension, declared by the server with no settings."""
 RULE = ClientOverride("acme-desk", versions="<2", revoke=["sampling"], id="acme-desk-never-samples")
 """With `--clients`: a client that declares `sampling` and never answers it."""
 
@@ -46,7 +49,7 @@ def install(server: Any, context: type, *, variant: bool) -> None:
     """Register the suite's tools, prompt and resource template on `server`, whose SDK hands
     a handler its `context` type (the one it knows the parameter by; the annotations are
     evaluated here, so each SDK sees its own class); with `variant`, `summarize_locally` for
-    the clients `summarize` cannot serve."""
+    the clients `summarize` cannot serve, and `dashboard` for those rendering MCP Apps."""
 
     @server.tool()
     async def negotiation(ctx: context) -> dict[str, Any]:  # type: ignore[valid-type]
@@ -71,6 +74,11 @@ def install(server: Any, context: type, *, variant: bool) -> None:
         async def summarize_locally(text: str, words: int = 1) -> str:
             return " ".join(text.split()[:words])
 
+        @server.tool()
+        @requires_extension(APPS, mimeTypes=[APP_MIME])
+        async def dashboard(ctx: context) -> str:  # type: ignore[valid-type]
+            return f"ui://dashboard ({negotiation_of(ctx).extensions[APPS].identifier})"
+
     @server.prompt()
     @requires("sampling")
     def brief(topic: str) -> str:
@@ -94,7 +102,7 @@ def serve() -> None:
     parser.add_argument("--spans", type=Path, required=True)
     parser.add_argument("--min-revision")
     parser.add_argument("--require", action="append", default=[])
-    parser.add_argument("--clients", action="store_true", help="the per-client rule RULE, a variant")
+    parser.add_argument("--clients", action="store_true", help="RULE, a variant, MCP Apps")
     args = parser.parse_args()
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -103,7 +111,8 @@ def serve() -> None:
     resolver = StaticResolver({PLATFORM: UCP / "platform_profile.json"})
     ucp = UcpPolicy(business_profile=UCP / "business_profile.json", resolver=resolver, stamp_results=True)
     policy = Policy(min_revision=args.min_revision, required_capabilities=tuple(args.require),
-                    hide_unusable=True, ucp=ucp, client_overrides=[RULE] if args.clients else ())
+                    hide_unusable=True, ucp=ucp, client_overrides=[RULE] if args.clients else (),
+                    extensions={APPS: {}} if args.clients else None)
     if version("mcp").startswith("1."):
         from mcp.server.fastmcp import Context, FastMCP
 
