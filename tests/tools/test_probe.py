@@ -54,7 +54,8 @@ def test_human_output_says_what_was_probed_fits_100_columns_and_has_a_legend() -
     assert said == f"probed the server `{demo}` (stdio)"
     lines = lines[len(probed) - 1 :]
     assert lines[1] == "server   minimal (no version, as it told 2025-11-25)"
-    assert lines[2].startswith("offered  roots, roots.listChanged, sampling (the client capabilities")
+    assert lines[2] == "as       mcp-negotiation-probe 1 (the clientInfo sent: per-client rules apply)"
+    assert lines[3].startswith("offered  roots, roots.listChanged, sampling (the client capabilities")
     assert max(map(len, lines)) <= 100, max(lines, key=len)
     text = done.stdout
     assert "lost (best served: 2025-11-25)" in text

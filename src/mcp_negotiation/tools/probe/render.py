@@ -131,8 +131,8 @@ def render(findings: Findings) -> str:
     lines = [
         *wrapped("probed", target.named + transport, 9),
         *wrapped("server", _identity(rows), 9),
-        *wrapped("offered", f"{offered} (the client capabilities the probe declared)", 9),
         *wrapped("as", f"{_client(findings.client_info)} (the clientInfo sent: per-client rules apply)", 9),
+        *wrapped("offered", f"{offered} (the client capabilities the probe declared)", 9),
         *_narrowing(findings.narrowed),
         *wrapped("uses", uses, 9),
         "",
