@@ -52,10 +52,11 @@ MEMO_SIZE: Final = 1_024
 """Negotiations the engine keeps for repeated envelopes (and legacy requests without a
 session), besides `bounded.MAX_CACHE_BYTES` of memory."""
 NOTHING_FETCHED: Final[Fetched] = MappingProxyType({})
-ANSWERED_IN: Final = {"legacy": "initialize", "modern": "server/discover"}
+DISCOVER: Final = "server/discover"
+ANSWERED_IN: Final = {"legacy": "initialize", "modern": DISCOVER}
 """Where each era's clients are told what the stages advertise."""
 _SERVED: Final = "engine.served"
-"""The key of the outcomes a `Known` is served with (see `Engine._decide`)."""
+"""The key of the outcomes a `Known` is served with (see `Engine._staged`)."""
 
 
 class Engine:
@@ -88,100 +89,114 @@ class Engine:
         Never raises: a refusal is an outcome, and a bug of ours is logged and the message
         passes through, because negotiation must never take down the user's server.
         """
-        method = facts.method
-        revision = facts.revision or revisions.UNANNOUNCED
-        modern = revision in revisions.MODERN
-        origin = facts.origin if modern else None
-        on_behalf = origin is not None and origin.on_behalf
-        notification = facts.notification
-        judged = not notification and not (modern and (method == "initialize" or on_behalf))
         try:
-            if notification:
+            if facts.notification:
                 # Never refused; a legacy notification still sees its session's record.
                 known, hold = self._held(facts, check=False)
                 return PASS if known is None else Outcome("serve", known, hold=hold)
-            if method == "initialize":
-                # Modern: a removed method, needing no envelope: the SDK's own -32601, as an
-                # unwrapped server answers it, not a verdict on what it never had to carry.
-                return PASS if modern else self._handshake(facts)
-            if on_behalf and origin is not None:
-                # Negotiated, so that a server listing its tools per client lists this client's,
-                # but neither traced nor refused: the client's own request is, next.
-                known = self._enveloped(facts, origin, check=method not in EXEMPT)
-                return Outcome("serve", known, listing=method in LISTINGS)
-            check = method not in EXEMPT
-            hold = None
-            traced = True  # what each request carries is traced per request; a session's, once
-            if origin is not None:
-                known = self._enveloped(facts, origin, check=check)
-            else:
-                known, hold = self._held(facts, check=check)
-                if known is not None:
-                    traced = False
-                elif ((before := facts.held is BEFORE_HANDSHAKE) or (origin := facts.origin).direct) and (
-                    _has_envelope(facts.params)
-                ):
-                    # Before any handshake, or on the SDK's in-process dispatcher (which adopts
-                    # whatever revision an envelope names), an envelope is the client's word: it is
-                    # negotiated as one ("zzz", or a handshake revision in it, is -32022, as the
-                    # SDK itself answers on every other path).
-                    known = self._enveloped(facts, facts.origin, check=check)
-                elif before:
-                    return PASS  # the SDK refuses it (answers a `ping`) itself: nothing was served
-                else:
-                    known = self._sessionless(facts, revision)
-            dispatch = None
-            for stage in self.stages:
-                step = stage.on_request(known, facts, fetched)
-                if step is None:
-                    continue
-                if type(step) is Dispatch:
-                    if step.refusal is not None:  # the tool's answer; the negotiation is traced
-                        trace_kind: TraceKind | None = "negotiated" if traced else None
-                        return Outcome(
-                            "refuse", known, refusal=step.refusal, hold=hold, trace=trace_kind, judged=judged
-                        )
-                    dispatch = step.name
-                    continue
-                if type(step) is Need:
-                    return Outcome("pass", need=step, judged=judged)
-                if type(step) is Refusal:
-                    return Outcome("refuse", refusal=step, hold=hold, trace="refused", judged=judged)
-                assert isinstance(step, Known)
-                known, traced = step, True  # a record scoped per call is traced per call
-            listing = method in LISTINGS
-            trace: TraceKind | None = "negotiated" if traced else None
-            if hold is not None or method == ANSWERED_IN["modern"]:
-                advertised = self._advertised["modern"] if method == ANSWERED_IN["modern"] else None
-                return Outcome(
-                    "serve",
-                    known,
-                    hold=hold,
-                    advertise=advertised,
-                    trace=trace,
-                    listing=listing,
-                    judged=judged,
-                    dispatch=dispatch,
-                )
-            # What a repeat is served with is the same every time: made once, kept on its `Known`.
-            key = (_SERVED, trace, listing, judged)
-            served: Outcome | None = known.derived.get(key)
-            if served is None:
-                made = Outcome("serve", known, trace=trace, listing=listing, judged=judged)
-                served = known.derive(key, made)
-            return served if dispatch is None else served._replace(dispatch=dispatch)
+            if facts.revision in revisions.MODERN:
+                return self._modern(facts, fetched)
+            return self._legacy(facts, fetched)
         except NegotiationRefused as refused:
-            return self._refused(facts, on_behalf, judged, refused.refusal)
+            return self._refused(facts, refused.refusal)
         except Exception as error:
             report(
                 logging.ERROR,
                 "negotiation failed unexpectedly; passing the request through",
                 exc=error,
             )
-            return Outcome("pass", judged=judged)
+            return Outcome("pass", judged=not facts.notification and not self._unjudged(facts))
 
-    def _refused(self, facts: Facts, on_behalf: bool, judged: bool, refusal: Refusal) -> Outcome:
-        if on_behalf:
+    def _modern(self, facts: Facts, fetched: Fetched) -> Outcome:
+        """A request carrying its own envelope, traced per request (its repeats as links)."""
+        method = facts.method
+        if method == "initialize":
+            # A removed method, needing no envelope: the SDK's own -32601, as an unwrapped
+            # server answers it, not a verdict on what it never had to carry.
+            return PASS
+        origin = facts.origin
+        known = self._enveloped(facts, origin, check=method not in EXEMPT)
+        if origin.on_behalf:
+            # Negotiated, so that a server listing its tools per client lists this client's,
+            # but neither traced nor refused: the client's own request is, next.
+            return Outcome("serve", known, listing=method in LISTINGS)
+        return self._staged(facts, known, fetched, traced=True, hold=None)
+
+    def _legacy(self, facts: Facts, fetched: Fetched) -> Outcome:
+        """A request of a legacy session (its record traced once, at its handshake), or one
+        with no session: stateless HTTP, before a handshake, the SDK's in-process dispatcher."""
+        if facts.method == "initialize":
+            return self._handshake(facts)
+        check = facts.method not in EXEMPT
+        known, hold = self._held(facts, check=check)
+        if known is not None:
+            return self._staged(facts, known, fetched, traced=False, hold=hold)
+        before = facts.held is BEFORE_HANDSHAKE
+        if (before or facts.origin.direct) and _has_envelope(facts.params):
+            # Before any handshake, or on the SDK's in-process dispatcher (which adopts
+            # whatever revision an envelope names), an envelope is the client's word: it is
+            # negotiated as one ("zzz", or a handshake revision in it, is -32022, as the
+            # SDK itself answers on every other path).
+            known = self._enveloped(facts, facts.origin, check=check)
+        elif before:
+            return PASS  # the SDK refuses it (answers a `ping`) itself: nothing was served
+        else:
+            known = self._sessionless(facts, facts.revision or revisions.UNANNOUNCED)
+        return self._staged(facts, known, fetched, traced=True, hold=None)
+
+    def _staged(
+        self, facts: Facts, known: Known, fetched: Fetched, *, traced: bool, hold: Known | None
+    ) -> Outcome:
+        """The outcome of a request negotiated as `known`, once every stage had its say."""
+        dispatch = None
+        for stage in self.stages:
+            step = stage.on_request(known, facts, fetched)
+            if step is None:
+                continue
+            if type(step) is Dispatch:
+                if step.refusal is not None:  # the tool's answer; the negotiation is traced
+                    trace_kind: TraceKind | None = "negotiated" if traced else None
+                    return Outcome(
+                        "refuse", known, refusal=step.refusal, hold=hold, trace=trace_kind, judged=True
+                    )
+                dispatch = step.name
+                continue
+            if type(step) is Need:
+                return Outcome("pass", need=step, judged=True)
+            if type(step) is Refusal:
+                return Outcome("refuse", refusal=step, hold=hold, trace="refused", judged=True)
+            assert isinstance(step, Known)
+            known, traced = step, True  # a record scoped per call is traced per call
+        method = facts.method
+        trace: TraceKind | None = "negotiated" if traced else None
+        if hold is not None or method == DISCOVER:
+            return Outcome(
+                "serve",
+                known,
+                hold=hold,
+                advertise=self._advertised["modern"] if method == DISCOVER else None,
+                trace=trace,
+                listing=method in LISTINGS,
+                judged=True,
+                dispatch=dispatch,
+            )
+        # What a repeat is served with is the same every time: made once, kept on its `Known`.
+        listing = method in LISTINGS
+        key = (_SERVED, traced, listing)
+        served: Outcome | None = known.derived.get(key)
+        if served is None:
+            made = Outcome("serve", known, trace=trace, listing=listing, judged=True)
+            served = known.derive(key, made)
+        return served if dispatch is None else replace(served, dispatch=dispatch)
+
+    @staticmethod
+    def _unjudged(facts: Facts) -> bool:
+        """Whether a request never reaches a verdict of ours: a modern `initialize`, or one the
+        SDK sends itself while serving another."""
+        return facts.revision in revisions.MODERN and (facts.method == "initialize" or facts.origin.on_behalf)
+
+    def _refused(self, facts: Facts, refusal: Refusal) -> Outcome:
+        if facts.revision in revisions.MODERN and facts.origin.on_behalf:
             return EMPTY  # an empty result, from which the SDK checks nothing and logs no error
         hold = None
         if facts.method == "initialize" and type(facts.held) is not Known:
@@ -189,7 +204,7 @@ class Engine:
             # requests) is refused the same way on each, rather than served as one with
             # no handshake at all. A refused *re*-initialize leaves the accepted one in force.
             hold = refusal
-        return Outcome("refuse", refusal=refusal, hold=hold, trace="refused", judged=judged)
+        return Outcome("refuse", refusal=refusal, hold=hold, trace="refused", judged=True)
 
     def _held(self, facts: Facts, *, check: bool) -> tuple[Known | None, Known | None]:
         """The connection's `Known` (made anew when the date or the policy changed since), and
@@ -223,25 +238,25 @@ class Engine:
         policy requires."""
         params = facts.params
         meta = params.get("_meta") if type(params) is dict or is_object(params) else None
-        transport, headers = origin.transport, origin.headers
         negotiator = self.negotiator
-        text = None
-        try:
-            if type(meta) is dict or is_object(meta):
-                get = meta.get
+        key = None
+        if type(meta) is dict or is_object(meta):
+            get = meta.get
+            try:
                 envelope = (get(PROTOCOL_VERSION_KEY), get(CLIENT_CAPABILITIES_KEY), get(CLIENT_INFO_KEY))
                 text = marshal.dumps(envelope, MARSHAL_VERSION)
-        except ValueError:  # not plain JSON values (nested past marshal's depth, say): not memoised
-            text = None
-        withdrawals = negotiator.withdrawals  # (`now()`, but for reading the day again when due)
-        withdrawn = withdrawals.current if withdrawals.monotonic() < withdrawals.until else withdrawals.now()
-        key = (transport, withdrawn, text, *headers.items()) if text is not None else None
+            except ValueError:  # not plain JSON values (nested past marshal's depth, say): not memoised
+                pass
+            else:
+                key = (origin.transport, negotiator.withdrawals.now(), text, *origin.headers.items())
         known = self.memo.get(key) if key is not None else None
         if known is None:
-            record = negotiator.request(meta, transport=transport, headers=headers, check_required=False)
+            record = negotiator.request(
+                meta, transport=origin.transport, headers=origin.headers, check_required=False
+            )
             known = Known(record, negotiator)
-            if key is not None and text is not None:
-                self._keep(key, known, len(text))
+            if key is not None:
+                self._keep(key, known, len(key[2]))
         if check and self.policy.required_capabilities:
             negotiator.check_required(known.record)
         return known
@@ -255,7 +270,7 @@ class Engine:
         any_revision = facts.method == "ping"
         negotiator.check_sessionless(revision, transport, any_revision=any_revision)
         key = (transport, negotiator.withdrawals.now(), revision, *headers.items())  # (a str: no envelope's)
-        known = self.memo.get(key)
+        known = self.memo.get(key) if key is not None else None
         if known is None:
             record = negotiator.without_session(
                 revision, transport=transport, headers=headers, any_revision=any_revision

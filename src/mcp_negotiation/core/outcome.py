@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .errors import Refusal
 
@@ -86,8 +86,9 @@ Action = Literal["pass", "serve", "refuse", "empty"]
 TraceKind = Literal["negotiated", "refused"]
 
 
-class Outcome(NamedTuple):
-    """Every effect of one decision, for the adapter to apply (immutable: a tuple).
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Every effect of one decision, for the adapter to apply (immutable).
 
     - `action`: `pass` (hand the message to the SDK untouched), `serve` (publish `known`,
       then hand it on), `refuse` (answer `refusal` instead), `empty` (answer an empty
