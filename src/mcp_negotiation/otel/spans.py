@@ -367,7 +367,12 @@ def record_refusal(
 def record_outcome(facts: Facts, outcome: Outcome, policy: Policy, duration: float) -> None:
     """Record what an engine `Outcome` says is traced for the message `facts` describes: its
     refusal, or its negotiation (whose repeats link to its span). Never raises."""
-    if outcome.trace == "refused" and outcome.refusal is not None:
+    known = outcome.known
+    if outcome.trace == "negotiated" and known is not None:
+        traced = known.traced
+        if traced is None or policy.trace_every_request or not repeated(traced):
+            record_negotiation(facts.method, known, policy, duration)
+    elif outcome.trace == "refused" and outcome.refusal is not None:
         record_refusal(
             facts.method,
             outcome.refusal,
@@ -378,7 +383,3 @@ def record_outcome(facts: Facts, outcome: Outcome, policy: Policy, duration: flo
             transport=facts.origin.transport,
             session_id=facts.session_id,
         )
-    elif outcome.trace == "negotiated" and (known := outcome.known) is not None:
-        traced = known.traced
-        if traced is None or policy.trace_every_request or not repeated(traced):
-            record_negotiation(facts.method, known, policy, duration)

@@ -81,7 +81,6 @@ class _Message:
         "_ctx",
         "_origin",
         "_owner",
-        "held",
         "method",
         "notification",
         "params",
@@ -97,7 +96,10 @@ class _Message:
         self.params: Any = ctx.params
         self.revision: str | None = ctx.protocol_version
         self.notification = ctx.request_id is None
-        self.held: object = seams.held(ctx)
+
+    @property
+    def held(self) -> object:
+        return seams.held(self._ctx)
 
     @property
     def session_id(self) -> str | None:

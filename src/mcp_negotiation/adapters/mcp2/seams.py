@@ -60,8 +60,7 @@ def held(ctx: Any) -> object:
     where nothing is held or the SDK no longer offers per-connection state, and
     `BEFORE_HANDSHAKE` where the SDK has yet to accept one (its public
     `Connection.initialize_accepted`; a release without it: accepted, as before)."""
-    # `connection_of`, inline: this runs on every request of a legacy session.
-    connection = getattr(getattr(ctx, "session", None), "_connection", None)
+    connection = connection_of(ctx)
     state = getattr(connection, "state", None)
     value = state.get(STATE_KEY) if type(state) is dict else None
     if value is None and getattr(connection, "initialize_accepted", True) is False:
@@ -76,12 +75,14 @@ def session_id(ctx: Any) -> str | None:
 
 def transport_kind(ctx: Any) -> str | None:
     """The dispatcher's transport label (private: `ServerSession._request_outbound.transport`)."""
-    outbound = getattr(getattr(ctx, "session", None), "_request_outbound", None)
-    # On the modern path the SDK wraps the dispatch context, and its `transport` property
-    # copies the transport (`dataclasses.replace`) on every read; the label is the inner one's.
-    outbound = getattr(outbound, "_inner", outbound)
-    kind = getattr(getattr(outbound, "transport", None), "kind", None)
-    return kind if isinstance(kind, str) else None
+    try:
+        outbound = ctx.session._request_outbound
+        # On the modern path the SDK wraps the dispatch context, and its `transport` property
+        # copies the transport (`dataclasses.replace`) on every read; the label is the inner one's.
+        kind = getattr(outbound, "_inner", outbound).transport.kind
+    except AttributeError:
+        return None
+    return kind if type(kind) is str else None
 
 
 def served_for_another(method: str, sent: str | None) -> bool:
