@@ -7,7 +7,7 @@ outcome.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -219,6 +219,25 @@ def test_a_bug_of_ours_passes_the_message_through_judged_as_it_would_be(
     outcome = Engine(Policy()).decide(Broken())  # type: ignore[arg-type]
     assert outcome.action == "pass"
     assert outcome.judged
+    assert "negotiation failed unexpectedly" in caplog.text
+
+
+def test_a_bug_of_ours_in_reading_the_origin_still_passes_the_message_through(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken:
+        method = "tools/list"
+        revision = MODERN
+        notification = False
+        params: ClassVar[Any] = {"_meta": envelope()}
+
+        @property
+        def origin(self) -> Origin:
+            raise RuntimeError("a bug")
+
+    outcome = Engine(Policy()).decide(Broken())  # type: ignore[arg-type]
+    assert outcome.action == "pass"
+    assert not outcome.judged
     assert "negotiation failed unexpectedly" in caplog.text
 
 

@@ -105,7 +105,7 @@ class Engine:
                 "negotiation failed unexpectedly; passing the request through",
                 exc=error,
             )
-            return Outcome("pass", judged=not facts.notification and not self._unjudged(facts))
+            return Outcome("pass", judged=self._judged_after_failure(facts))
 
     def _modern(self, facts: Facts, fetched: Fetched) -> Outcome:
         """A request carrying its own envelope, traced per request (its repeats as links)."""
@@ -190,10 +190,17 @@ class Engine:
         return served if dispatch is None else replace(served, dispatch=dispatch)
 
     @staticmethod
-    def _unjudged(facts: Facts) -> bool:
-        """Whether a request never reaches a verdict of ours: a modern `initialize`, or one the
-        SDK sends itself while serving another."""
-        return facts.revision in revisions.MODERN and (facts.method == "initialize" or facts.origin.on_behalf)
+    def _judged_after_failure(facts: Facts) -> bool:
+        """Whether a message our bug let through reached negotiation as it would have: not a
+        notification, a modern `initialize`, nor a request the SDK sends itself while serving
+        another; False when even that cannot be read."""
+        try:
+            modern = facts.revision in revisions.MODERN
+            return not facts.notification and not (
+                modern and (facts.method == "initialize" or facts.origin.on_behalf)
+            )
+        except Exception:
+            return False
 
     def _refused(self, facts: Facts, refusal: Refusal) -> Outcome:
         if facts.revision in revisions.MODERN and facts.origin.on_behalf:
