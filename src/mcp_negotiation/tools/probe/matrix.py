@@ -1,10 +1,15 @@
 """Every revision at once: one connection each (one server process each, over stdio), in
-one task group, with the listing a client declaring everything sees beside them.
+one task group; then the listing a client declaring everything sees (the reference listing).
 
-Concurrency is bounded by what is probed: one task per known revision and one for the
-reference listing, and nothing else. Every connection is the SDK's, closed by it on the
-way out, also when a signal stops the probe (it cancels the group; the SDK's stdio
-client then stops each server it started, shielded from the cancellation).
+The modern row reads that listing over its own connection, after its own listings (see
+`one_revision`), so when the modern revision is served no connection is added. Only when
+it is not (the best served revision is a legacy one: a handshake declares a session's
+capabilities once), or when the SDK lets no request name its own client, is the
+reference listing read over one more connection, after the rows. Concurrency is bounded
+by what is probed: one task per known revision, and nothing else. Every connection is
+the SDK's, closed by it on the way out, also when a signal stops the probe (it cancels
+the group; the SDK's stdio client then stops each server it started, shielded from the
+cancellation).
 """
 
 from __future__ import annotations
@@ -72,8 +77,6 @@ async def probe(
     server never answered as a JSON-RPC peer, and `Stopped` when a signal came first."""
     target.check()
     found: dict[str, Row] = {}
-    reference: list[Row] = []
-    modern = revisions.MODERN[-1]
     progress(f"probing {', '.join(revisions.KNOWN)} at once …")
     started = time.monotonic()
 
@@ -82,19 +85,13 @@ async def probe(
         said = row.outcome + (f" ({row.error_code})" if row.error_code is not None else "")
         progress(f"  {revision}  {said} after {time.monotonic() - started:.1f} s")
 
-    async def speculative_reference() -> None:
-        # The best served revision is the modern one whenever it is served: its reference
-        # listing is read beside the rows, not after them.
-        reference.append(await probe_revision(target, modern, dict(EVERY_CAPABILITY), seconds))
-
     async with _stopped_by_signals() as group:
         for revision in revisions.KNOWN:
             group.start_soon(one, revision)
-        group.start_soon(speculative_reference)
     rows = [found[revision] for revision in revisions.KNOWN]
     _refuse_when_nothing_answered(target, rows, seconds)
     findings = Findings(target, capabilities, rows, dict(client_info))
-    listing = await _reference_listing(findings, reference[0] if reference else None, seconds)
+    listing = await _reference_listing(findings, seconds)
     fill_tool_catalogs(rows, capabilities, listing)
     findings.uses = uses_of(rows, listing)
     fill_lost(rows, findings.uses)
@@ -116,23 +113,22 @@ def _refuse_when_nothing_answered(target: Target, rows: list[Row], seconds: floa
         )
 
 
-async def _reference_listing(
-    findings: Findings, speculative: Row | None, seconds: float
-) -> tuple[Entry, ...]:
+async def _reference_listing(findings: Findings, seconds: float) -> tuple[Entry, ...]:
     """The entries listed to a client declaring every capability at the best served revision:
     what a server that scopes its listing (`Policy(hide_unusable=True)`) hides from no one.
-    Read again, after the rows, only when the best served revision is a legacy one."""
+    The modern row brings it; otherwise it is read over a connection of its own, after the rows."""
     best = next(
         (row for row in reversed(findings.rows) if row.served and row.answered in revisions.KNOWN), None
     )
     if best is None or not best.listed:
         return ()
-    row = speculative
-    if best.era != "modern":
+    listed = best.reference
+    if listed is None:
         row = await probe_revision(findings.target, best.revision, dict(EVERY_CAPABILITY), seconds)
-    if row is None or not row.served:  # the rows stand without it: only what is hidden from all goes unseen
-        return ()
-    return tuple(entry for listed in (row.listed or {}).values() for entry in listed)
+        if not row.served:  # the rows stand without it: only what is hidden from all goes unseen
+            return ()
+        listed = row.listed or {}
+    return tuple(entry for entries in listed.values() for entry in entries)
 
 
 @asynccontextmanager

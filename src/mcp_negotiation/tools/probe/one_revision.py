@@ -3,9 +3,13 @@
 Each legacy revision goes through its own `initialize` (the SDK's client always offers
 its newest, so the handshake is sent as raw params through the SDK's `ClientSession`);
 the modern revision through the SDK's `Client` pinned to it, with a raw
-`server/discover`. Then the server's listings, following their cursors. Whatever
-happens becomes the row: a result, a refusal (a JSON-RPC error, whatever HTTP status
-carried it), a timeout, or a failure (a crash, an HTTP answer that is not MCP's).
+`server/discover`. Then the server's listings, following their cursors. The modern row
+then lists the server once more over the same connection, as the reference listing: the
+same requests, each carrying in its own `_meta` every capability and the probe's
+`clientInfo` (see `sdk_seams`), since in that era nothing of a client's identity outlives
+one request. Whatever happens becomes the row: a result, a refusal (a JSON-RPC error,
+whatever HTTP status carried it), a timeout, or a failure (a crash, an HTTP answer that
+is not MCP's).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import hashlib
 import json
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 import httpx2
@@ -27,7 +31,9 @@ from mcp.shared.exceptions import MCPError
 from ...core import revisions
 from ...core.listings import REQUIRED_CAPABILITIES_META_KEY, requirement_names
 from ...ucp import UCP_EXTENSION_ID
+from .catalogs import EVERY_CAPABILITY
 from .rows import Entry, Kind, Listed, Row
+from .sdk_seams import let_requests_name_their_client
 from .target import Target
 from .watch import Watch
 
@@ -41,6 +47,12 @@ _MAX_PAGES: Final = 100
 PROBE_CLIENT: Final = {"name": "mcp-negotiation-probe", "version": "1"}
 """The `clientInfo` the probe sends unless told to send another's (`--client-info`), and always
 for its reference listing: a client no per-client rule is written for."""
+
+_AS_THE_REFERENCE: Final = cast(
+    types.RequestParamsMeta,
+    {types.CLIENT_INFO_META_KEY: PROBE_CLIENT, types.CLIENT_CAPABILITIES_META_KEY: EVERY_CAPABILITY},
+)
+"""The `_meta` of the modern row's reference listing: the probe, declaring every capability."""
 
 
 class _RawRequest(types.Request[dict[str, Any], str]):
@@ -151,6 +163,7 @@ async def _modern(
         found = await client.session.send_request(discover, types.DiscoverResult)
         declared = _dumped(found.capabilities)
         listed = await _listings(client.session, declared)
+        reference = await _reference(client.session, declared)
         info = getattr(client, "server_info", None)  # optional (the `_meta` stamp)
     return Row(
         revision,
@@ -162,8 +175,17 @@ async def _modern(
         ucp_advertised=_ucp_advertised(declared.get("extensions")),
         declared=declared,
         listed=listed,
+        reference=reference,
         supported_versions=list(found.supported_versions),
     )
+
+
+async def _reference(session: ClientSession, declared: Mapping[str, Any]) -> Listed | None:
+    """What the server lists, over this modern connection, to the probe declaring every
+    capability; None where this SDK lets no request say so (the caller then connects again)."""
+    if not let_requests_name_their_client(session):
+        return None
+    return await _listings(session, declared, _AS_THE_REFERENCE)
 
 
 def _dumped(model: Any) -> dict[str, Any]:
@@ -188,18 +210,23 @@ _LISTINGS: Final[tuple[tuple[Kind, str, str, str, str], ...]] = (
 )
 
 
-async def _listings(session: ClientSession, declared: Mapping[str, Any]) -> Listed:
-    """Every entry the server lists to this client, of each kind it declares a capability for."""
+async def _listings(
+    session: ClientSession, declared: Mapping[str, Any], meta: types.RequestParamsMeta | None = None
+) -> Listed:
+    """Every entry the server lists to this client, of each kind it declares a capability for;
+    each request carries `meta` in its `_meta`, when given."""
     listed: Listed = {}
     for kind, capability, method, field, key in _LISTINGS:
         if capability in declared:
-            entries = await _listed(getattr(session, method), field, key, kind)
+            entries = await _listed(getattr(session, method), field, key, kind, meta)
             if entries is not None:
                 listed[kind] = entries
     return listed
 
 
-async def _listed(list_page: Lister, field: str, key: str, kind: Kind) -> tuple[Entry, ...] | None:
+async def _listed(
+    list_page: Lister, field: str, key: str, kind: Kind, meta: types.RequestParamsMeta | None
+) -> tuple[Entry, ...] | None:
     """One listing, following its cursors; None when the server refuses it or answers one
     the SDK cannot read (the row stands without it)."""
     entries: list[Entry] = []
@@ -207,7 +234,10 @@ async def _listed(list_page: Lister, field: str, key: str, kind: Kind) -> tuple[
     seen: set[str] = set()
     try:
         for _ in range(_MAX_PAGES):
-            page = await list_page(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+            asked = (
+                types.PaginatedRequestParams(cursor=cursor or None, _meta=meta) if cursor or meta else None
+            )
+            page = await list_page(params=asked)
             wire = page.model_dump(by_alias=True, exclude_none=True, mode="json")
             entries += [_entry(kind, key, item) for item in wire.get(field, ()) if isinstance(item, dict)]
             cursor = page.next_cursor

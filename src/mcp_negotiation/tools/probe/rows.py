@@ -95,6 +95,9 @@ class Row:
     """The server's capabilities at this revision, as it sent them."""
     listed: Listed | None = field(default=None, repr=False)
     """The entries the server listed to this client (`tools` says what came of them)."""
+    reference: Listed | None = field(default=None, repr=False)
+    """What the server listed, over this row's connection, to the probe declaring every
+    capability (modern rows only; None where it was not read so)."""
     supported_versions: list[str] | None = field(default=None, repr=False)
     """What `server/discover` advertised (modern rows only)."""
     detail: str | None = field(default=None, repr=False)
