@@ -203,13 +203,18 @@ def test_discovery_and_ping_need_no_required_capability(method: str) -> None:
     assert engine.decide(message("tools/list", {"_meta": envelope()})).action == "refuse"
 
 
+class _ModernListing:
+    """The facts of a modern `tools/list`, for a subclass to break one of."""
+
+    method = "tools/list"
+    revision = MODERN
+    notification = False
+
+
 def test_a_bug_of_ours_passes_the_message_through_judged_as_it_would_be(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    class Broken:
-        method = "tools/list"
-        revision = MODERN
-        notification = False
+    class Broken(_ModernListing):
         origin = Origin("memory")
 
         @property
@@ -225,10 +230,7 @@ def test_a_bug_of_ours_passes_the_message_through_judged_as_it_would_be(
 def test_a_bug_of_ours_in_reading_the_origin_still_passes_the_message_through(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    class Broken:
-        method = "tools/list"
-        revision = MODERN
-        notification = False
+    class Broken(_ModernListing):
         params: ClassVar[Any] = {"_meta": envelope()}
 
         @property

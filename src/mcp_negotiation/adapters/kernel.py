@@ -135,42 +135,30 @@ async def _applied(engine: Engine, message: Message, timed: float | None) -> Any
     outcome = engine.decide(message)
     if outcome.need is not None:
         outcome = await _met(engine, message, outcome)
-    if outcome.steer is not None:
-        return await _handshake(engine, message, outcome, outcome.steer, started, timed)
-    if outcome.hold is not None:
-        message.hold(outcome.hold)
-    if outcome.trace is not None:
-        spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
+    steer = outcome.steer
+    if steer is not None and not message.steer(steer):
+        report(logging.WARNING, "cannot steer the initialize answer; the SDK chooses")
+        return await message.forward(None, replace(outcome, advertise=None))
+    if steer is None:  # (a handshake is kept, and traced, once the SDK has answered it)
+        if outcome.hold is not None:
+            message.hold(outcome.hold)
+        if outcome.trace is not None:
+            spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
     known = outcome.known
     if outcome.action == "serve" and known is not None:
         token = current.set(known)  # what runs inside reads it (see `context`)
         try:
-            return await message.forward(known, outcome)
+            result = await message.forward(known, outcome)
         finally:
             current.reset(token)
+        if steer is not None:
+            _answered(engine, message, outcome, result, started, timed)
+        return result
     if outcome.action == "refuse" and outcome.refusal is not None:
         return await message.refuse(outcome.refusal, outcome)
     if outcome.action == "empty":
         return await message.empty(outcome)
     return await message.forward(None, outcome)
-
-
-async def _handshake(
-    engine: Engine, message: Message, outcome: Outcome, steer: str, started: float, timed: float | None
-) -> Any:
-    """A legacy `initialize`, steered to the revision the policy chose (`steer`): held and
-    traced once the SDK has answered it (`_answered`)."""
-    known = outcome.known
-    if known is None or not message.steer(steer):
-        report(logging.WARNING, "cannot steer the initialize answer; the SDK chooses")
-        return await message.forward(None, replace(outcome, advertise=None))
-    token = current.set(known)
-    try:
-        result = await message.forward(known, outcome)
-    finally:
-        current.reset(token)
-    _answered(engine, message, outcome, result, started, timed)
-    return result
 
 
 def _answered(

@@ -169,6 +169,7 @@ class Engine:
             known, traced = step, True  # a record scoped per call is traced per call
         method = facts.method
         trace: TraceKind | None = "negotiated" if traced else None
+        listing = method in LISTINGS
         if hold is not None or method == DISCOVER:
             return Outcome(
                 "serve",
@@ -176,12 +177,11 @@ class Engine:
                 hold=hold,
                 advertise=self._advertised["modern"] if method == DISCOVER else None,
                 trace=trace,
-                listing=method in LISTINGS,
+                listing=listing,
                 judged=True,
                 dispatch=dispatch,
             )
         # What a repeat is served with is the same every time: made once, kept on its `Known`.
-        listing = method in LISTINGS
         key = (_SERVED, traced, listing)
         served: Outcome | None = known.derived.get(key)
         if served is None:
@@ -277,7 +277,7 @@ class Engine:
         any_revision = facts.method == "ping"
         negotiator.check_sessionless(revision, transport, any_revision=any_revision)
         key = (transport, negotiator.withdrawals.now(), revision, *headers.items())  # (a str: no envelope's)
-        known = self.memo.get(key) if key is not None else None
+        known = self.memo.get(key)
         if known is None:
             record = negotiator.without_session(
                 revision, transport=transport, headers=headers, any_revision=any_revision
