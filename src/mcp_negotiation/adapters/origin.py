@@ -20,8 +20,6 @@ from ..core.negotiation import NO_HEADERS, Transport
 __all__ = [
     "NO_HEADERS",
     "RELEVANT_HEADERS",
-    "UCP_AGENT",
-    "RawHeaders",
     "http_headers",
     "http_scope",
     "on_stdio",
@@ -31,14 +29,8 @@ __all__ = [
 
 RELEVANT_HEADERS: Final = ("mcp-protocol-version", "ucp-agent")
 """The only request headers copied onto records: never authorization or cookies."""
-UCP_AGENT: Final = b"ucp-agent"
-"""The kept header that may name a UCP call's profile (raw, as `http_headers` keeps it)."""
 _KEPT: Final = frozenset(name.encode("latin-1") for name in RELEVANT_HEADERS)
 _METHOD: Final = b"mcp-method"
-_SEPARATOR: Final = b", "
-
-RawHeaders = dict[bytes, bytes]
-"""Kept headers as an HTTP request's lines hold them: lowercase names, undecoded values."""
 
 
 on_stdio: ContextVar[bool] = ContextVar("mcp_negotiation.on_stdio", default=False)
@@ -56,34 +48,26 @@ def http_scope(request: Any) -> MutableMapping[str, Any] | None:
     return scope if type(scope) is dict or isinstance(scope, MutableMapping) else None
 
 
-def http_headers(scope: Mapping[str, Any]) -> tuple[RawHeaders, str | None]:
-    """From an HTTP request's ASGI `scope`: the negotiation headers a record keeps, undecoded
-    (`origin` decodes them for a record), and the `Mcp-Method` header, which the SDK checked
-    against the body.
+def http_headers(scope: Mapping[str, Any]) -> tuple[Mapping[str, str], str | None]:
+    """From an HTTP request's ASGI `scope`: the negotiation headers a record keeps (text,
+    read-only), and the `Mcp-Method` header, which the SDK checked against the body.
 
     One pass over the scope's raw lines, whose names are lowercase as Starlette (and so the
     SDK) reads them. A kept header's lines are joined with ", " as RFC 9110 combines them:
     Starlette's `headers[name]` is the first line only, so a second `UCP-Agent` line would be
     dropped, and a proxy reading the last one would disagree with the server; joined, two
     `profile` members are refused like two in one line. `Mcp-Method` is its first line, as
-    the SDK reads it. Nothing is decoded here: a memoised request (`middleware._pipe`) keys on
-    the raw values, and this runs on every modern request over HTTP.
+    the SDK reads it.
     """
-    kept: RawHeaders = {}
+    kept: dict[str, str] = {}
     sent = None
     for name, value in scope.get("headers") or ():
         if name in _KEPT:
-            kept[name] = kept[name] + _SEPARATOR + value if name in kept else value
+            key, text = name.decode("latin-1"), value.decode("latin-1")
+            kept[key] = f"{kept[key]}, {text}" if key in kept else text
         elif name == _METHOD and sent is None:
-            sent = value
-    return kept, None if sent is None else sent.decode("latin-1")
-
-
-def _decoded(kept: RawHeaders) -> Mapping[str, str]:
-    """Kept headers (`http_headers`) as a record holds them: text, read-only."""
-    if not kept:
-        return NO_HEADERS
-    return MappingProxyType({name.decode("latin-1"): value.decode("latin-1") for name, value in kept.items()})
+            sent = value.decode("latin-1")
+    return (MappingProxyType(kept) if kept else NO_HEADERS), sent
 
 
 def origin(
@@ -93,8 +77,7 @@ def origin(
     off HTTP, where `http` says the SDK's transport is HTTP all the same), and its headers as
     `http_headers` reads them."""
     if scope is not None:
-        kept, sent = http_headers(scope)
-        return "http", _decoded(kept), sent
+        return "http", *http_headers(scope)
     if http:
         return "http", NO_HEADERS, None
     return ("stdio" if on_stdio.get() else "memory"), NO_HEADERS, None
