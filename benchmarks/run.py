@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import random
@@ -79,9 +80,14 @@ class Row:
 
 
 def process_cpu(pid: int) -> float:
-    """CPU seconds (user + system, every thread) the process `pid` has used, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds the threads of process `pid` have run, from the scheduler's nanosecond
+    counts (`/proc/PID/task/*/schedstat`): `/proc/PID/stat` counts in clock ticks, 10 ms, as
+    coarse as a whole burst of calls."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
 
 
 def spawn(stack: AsyncExitStack, transport: Transport, variant: str) -> subprocess.Popen[str]:
@@ -243,7 +249,8 @@ def render_transports(rows: list[Row], args: argparse.Namespace) -> list[str]:
         f" {args.rounds} rounds, each one burst of about {args.seconds} s to each server in a random"
         " order. *Wrapped* and *A/A*: the median (lowest–highest) over the rounds of that server's"
         " throughput over the unwrapped one's. Over stdio, 32 clients are 32 callers sharing the"
-        " server's one connection. Server CPU per call is read from outside (`/proc/PID/stat`, over all"
+        " server's one connection. Server CPU per call is read from outside (the scheduler's count of"
+        " the server's threads, `/proc/PID/task/*/schedstat`, over all"
         " rounds). Reported, not failed: the wall clock is the machine's; read each ratio beside its A/A.",
         "",
         f"| path | clients | wrapped / unwrapped | A/A | ≥ {FLOOR} | server CPU µs/call: unwrapped"
