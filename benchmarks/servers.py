@@ -88,7 +88,9 @@ def main(transport: str, kind: str, variant: str) -> None:
     import uvicorn
 
     app = server.streamable_http_app(stateless_http=transport == "stateless")
-    sock = socket.socket()
+    # IPPROTO_TCP lets asyncio switch Nagle off (TCP_NODELAY) on each connection; without it
+    # a keep-alive request waits for the client's delayed ACK, 40 ms, before its answer is sent.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     print(f"port {sock.getsockname()[1]}", flush=True)

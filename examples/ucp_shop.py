@@ -89,12 +89,24 @@ def _tell_service_manager(state: str) -> None:
         notify.sendall(state.encode())
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on `host`:`port` whose connections send each answer at once.
+
+    Nagle is off for every connection accepted from it (they inherit the option): asyncio
+    turns it off only on sockets made with IPPROTO_TCP, which `create_server` does not ask
+    for, and with it on, an answer on a kept-alive connection waits for the client's delayed
+    ACK of the request, 40 ms, before it is sent."""
+    listening = socket.create_server((host, port), backlog=1024)
+    listening.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return listening
+
+
 def serve_http(server: MCPServer, args: argparse.Namespace) -> None:
     """Serve over streamable HTTP on a socket bound here: connections that arrive before
     uvicorn has started wait in the kernel's queue, so the shop is ready once it listens."""
     import uvicorn
 
-    listening = socket.create_server((args.host, args.http), backlog=1024)
+    listening = listening_socket(args.host, args.http)
     host, port = listening.getsockname()[:2]
     config = uvicorn.Config(
         server.streamable_http_app(),

@@ -10,6 +10,7 @@ followed by a served request.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,7 +37,7 @@ from mcp_negotiation.ucp import (
 )
 from support.harness import EXAMPLES, legacy_session, open_streams, serve_http, structured
 from support.profile_server import ProfileServer, Route, Tls
-from ucp_shop import BUSINESS_PROFILE, CHECKOUT, build
+from ucp_shop import BUSINESS_PROFILE, CHECKOUT, build, listening_socket
 
 pytestmark = [pytest.mark.anyio, pytest.mark.matrix]
 
@@ -442,3 +443,13 @@ async def test_inside_requires_ucp_every_reader_sees_the_agreement_narrowed_to_t
         }
         full = structured(await client.call_tool("everything", _meta_args(known)))
     assert full == {"result": ["dev.ucp.shopping.cart", *narrowed]}
+
+
+def test_the_shops_http_connections_send_each_answer_at_once() -> None:
+    """Every connection the shop accepts over HTTP has Nagle off: without it, an answer on a
+    kept-alive connection (every modern request after a client's first) waits for the
+    client's delayed ACK, 40 ms, and uvicorn, given the socket, does not switch it off."""
+    with listening_socket("127.0.0.1", 0) as listening, socket.create_connection(listening.getsockname()[:2]):
+        accepted, _ = listening.accept()
+        with accepted:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
