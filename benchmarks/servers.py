@@ -10,7 +10,6 @@ stateless) until it is terminated.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from mcp_negotiation import Policy, negotiate
 from mcp_negotiation.ucp import StaticResolver
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from ucp_shop import CHECKOUT
+from ucp_shop import CHECKOUT, listening_socket
 from ucp_shop import build as build_shop
 
 MODERN = "2026-07-28"
@@ -88,11 +87,7 @@ def main(transport: str, kind: str, variant: str) -> None:
     import uvicorn
 
     app = server.streamable_http_app(stateless_http=transport == "stateless")
-    # IPPROTO_TCP lets asyncio switch Nagle off (TCP_NODELAY) on each connection; without it
-    # a keep-alive request waits for the client's delayed ACK, 40 ms, before its answer is sent.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    sock = listening_socket("127.0.0.1", 0)
     print(f"port {sock.getsockname()[1]}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
