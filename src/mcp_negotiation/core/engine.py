@@ -153,39 +153,31 @@ class Engine:
             step = stage.on_request(known, facts, fetched)
             if step is None:
                 continue
-            if type(step) is Dispatch:
-                if step.refusal is not None:  # the tool's answer; the negotiation is traced
-                    trace_kind: TraceKind | None = "negotiated" if traced else None
-                    return Outcome(
-                        "refuse", known, refusal=step.refusal, hold=hold, trace=trace_kind, judged=True
-                    )
+            if isinstance(step, Known):
+                known, traced = step, True  # a record scoped per call is traced per call
+            elif type(step) is Dispatch and step.refusal is None:
                 dispatch = step.name
-                continue
-            if type(step) is Need:
-                return Outcome("pass", need=step, judged=True)
-            if type(step) is Refusal:
-                return Outcome("refuse", refusal=step, hold=hold, trace="refused", judged=True)
-            assert isinstance(step, Known)
-            known, traced = step, True  # a record scoped per call is traced per call
+            else:
+                return _stopped(step, known, hold, traced)
         method = facts.method
-        trace: TraceKind | None = "negotiated" if traced else None
-        listing = method in LISTINGS
         if hold is not None or method == DISCOVER:
             return Outcome(
                 "serve",
                 known,
                 hold=hold,
                 advertise=self._advertised["modern"] if method == DISCOVER else None,
-                trace=trace,
-                listing=listing,
+                trace="negotiated" if traced else None,
+                listing=method in LISTINGS,
                 judged=True,
                 dispatch=dispatch,
             )
         # What a repeat is served with is the same every time: made once, kept on its `Known`.
-        key = (_SERVED, traced, listing)
+        key = (_SERVED, traced, method in LISTINGS)
         served: Outcome | None = known.derived.get(key)
         if served is None:
-            made = Outcome("serve", known, trace=trace, listing=listing, judged=True)
+            made = Outcome(
+                "serve", known, trace="negotiated" if traced else None, listing=key[2], judged=True
+            )
             served = known.derive(key, made)
         return served if dispatch is None else replace(served, dispatch=dispatch)
 
@@ -243,21 +235,23 @@ class Engine:
         bytes of its three values mean equal envelopes, `true` is not `1`, and equal ones in
         another key order merely miss); with `check`, refused when it lacks a capability the
         policy requires."""
-        params = facts.params
-        meta = params.get("_meta") if type(params) is dict or is_object(params) else None
         negotiator = self.negotiator
-        key = None
-        if type(meta) is dict or is_object(meta):
-            get = meta.get
-            try:
-                envelope = (get(PROTOCOL_VERSION_KEY), get(CLIENT_CAPABILITIES_KEY), get(CLIENT_INFO_KEY))
-                text = marshal.dumps(envelope, MARSHAL_VERSION)
-            except ValueError:  # not plain JSON values (nested past marshal's depth, say): not memoised
-                pass
-            else:
-                key = (origin.transport, negotiator.withdrawals.now(), text, *origin.headers.items())
-        known = self.memo.get(key) if key is not None else None
+        try:
+            get = facts.params["_meta"].get
+            text = marshal.dumps(
+                (get(PROTOCOL_VERSION_KEY), get(CLIENT_CAPABILITIES_KEY), get(CLIENT_INFO_KEY)),
+                MARSHAL_VERSION,
+            )
+        except (LookupError, TypeError, AttributeError, ValueError):
+            # No envelope (no object), or values that are not plain JSON (nested past marshal's
+            # depth, say): negotiated, and refused if it must be, every time.
+            key = known = None
+        else:
+            key = (origin.transport, negotiator.withdrawals.now(), text, *origin.headers.items())
+            known = self.memo.get(key)
         if known is None:
+            params = facts.params
+            meta = params.get("_meta") if is_object(params) else None
             record = negotiator.request(
                 meta, transport=origin.transport, headers=origin.headers, check_required=False
             )
@@ -329,6 +323,17 @@ class Engine:
             trace="negotiated",
             judged=True,
         )
+
+
+def _stopped(step: Dispatch | Need | Refusal, known: Known, hold: Known | None, traced: bool) -> Outcome:
+    """The outcome of a stage that stops the request: fetch first, refuse it, or refuse the
+    tool it calls (the tool's answer: the negotiation stands, and is traced as it is)."""
+    if isinstance(step, Need):
+        return Outcome("pass", need=step, judged=True)
+    if isinstance(step, Refusal):
+        return Outcome("refuse", refusal=step, hold=hold, trace="refused", judged=True)
+    trace: TraceKind | None = "negotiated" if traced else None
+    return Outcome("refuse", known, refusal=step.refusal, hold=hold, trace=trace, judged=True)
 
 
 def _overridden(record: Negotiation) -> str:
