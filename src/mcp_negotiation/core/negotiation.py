@@ -777,8 +777,7 @@ class Withdrawals:
         return self.current
 
     def stands_for(self, record: Negotiation) -> bool:
-        """Whether `record` was made (or refreshed) under the current reading: one identity
-        test and one clock read, cheap enough for every request of a session."""
+        """Whether `record` was made (or refreshed) under the current reading."""
         return record.withheld is self.current and self.monotonic() < self.until
 
 

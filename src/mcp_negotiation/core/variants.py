@@ -58,8 +58,7 @@ _MAX_NAME_SHOWN: Final = 128
 
 class _Gates:
     """Whether any function in this process was marked by `@requires` or `@variant_of`: until
-    one is, no `tools/call` can need the call rule, and the engine does not look (one
-    attribute read per call, the whole cost for a server that gates nothing)."""
+    one is, no `tools/call` can need the call rule, and the engine does not look."""
 
     __slots__ = ("any",)
 
@@ -177,7 +176,7 @@ class ToolStage:
         if not GATES.any or facts.method != "tools/call":
             return None
         params = facts.params
-        name = params.get("name") if type(params) is dict or is_object(params) else None
+        name = params.get("name") if is_object(params) else None
         if type(name) is not str:
             return None  # the SDK answers a call without a name
         decided = call_decision(known, name, self._tools)

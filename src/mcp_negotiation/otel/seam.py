@@ -1,24 +1,22 @@
 """The one place this library reads OpenTelemetry beyond its public API.
 
 A repeat of a traced negotiation links the request's span to the span that negotiated
-it, on every request, and both halves of that have a public way that costs more than
-the rest of the repeat:
+it, on every request, and the public way of each half does more than that needs; the
+issue #36 guard (modern with an OTel SDK, `benchmarks/RESULTS.md`) is what keeps them:
 
-- Read through `trace.get_current_span()`, the current span costs five Python calls;
-  read where the API's default runtime context keeps it, two C calls, an eighth of what
-  a repeat costs the middleware. Those names are private
+- The current span, read where the API's default runtime context keeps it rather than
+  through `trace.get_current_span()`'s chain of calls. Those names are private
   (`opentelemetry.context._RUNTIME_CONTEXT`, its `_current_context`, and
   `opentelemetry.trace.propagation._SPAN_KEY`).
 - The SDK's `Span.add_link(context)` builds a new empty immutable `BoundedAttributes`
   and a new `Link` on every call, then appends the link under the span's lock with its
-  private `_add_link`. A link that carries no attributes can be built once per
-  negotiation and appended as it is: a repeat with an SDK then costs the middleware
-  ~5,300 instructions more than without one, not ~17,300 (counted by callgrind then).
+  private `_add_link`. A link that carries no attributes is built once per negotiation
+  here and appended as it is.
 
-- Whether a `MeterProvider` was configured, asked on every request so that the metrics
-  cost nothing without one: the public `metrics.get_meter_provider()` reads the process's
-  environment (`OTEL_PYTHON_METER_PROVIDER`) on every call until a provider is set, a
-  tenth of a microsecond; the global it answers from, one attribute read
+- Whether a `MeterProvider` was configured, asked on every request so that a server
+  without one records nothing: the public `metrics.get_meter_provider()` reads the
+  process's environment (`OTEL_PYTHON_METER_PROVIDER`) on every call until a provider is
+  set; the global it answers from is one attribute
   (`opentelemetry.metrics._internal._METER_PROVIDER`).
 
 So those names are looked up here, once, and `tests/otel/test_telemetry.py` and
@@ -97,7 +95,7 @@ def meter_provider_reader() -> Callable[[], Any]:
     The API's own global, read as an attribute of its module. With an API that keeps it
     elsewhere, `metrics.get_meter_provider()`, whose proxy then stands for "none
     configured" no more: its instruments are the API's no-ops until a provider is set,
-    correct at a microsecond more. A provider named only in the environment
+    so the answer is still correct. A provider named only in the environment
     (`OTEL_PYTHON_METER_PROVIDER`) is configured by the first `get_meter_provider()` call,
     whoever makes it; the instrumentation's launcher sets its provider itself.
     """
@@ -108,9 +106,9 @@ def meter_provider_reader() -> Callable[[], Any]:
 
 
 def metrics_clock() -> Callable[[], float | None]:
-    """`time.perf_counter()` while a `MeterProvider` is configured, else None: what a message
-    pays for the metrics without one (a call and one attribute read, `meter_provider_reader`
-    inlined, since this runs for every message)."""
+    """`time.perf_counter()` while a `MeterProvider` is configured, else None: the start of a
+    message's `mcp.server.operation.duration`, and, being None, the word that there is
+    nothing to record."""
     internal = _metrics_internal()
     perf_counter = time.perf_counter
     if internal is None:  # pragma: no cover - an API laid out otherwise

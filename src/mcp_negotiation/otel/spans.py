@@ -6,9 +6,9 @@ few attribute lookups. Telemetry observes and never changes an outcome: every en
 point swallows (and logs) its own failures instead of raising into the server.
 
 A modern client repeats the same envelope on every request, and the negotiator answers
-a repeat with the record it already made. Tracing that repeat in full would cost more
-than the request itself (an SDK span, an event and two synchronous instruments are
-about 100 µs), so by default a repeat's SERVER span gets a *link* to the span that
+a repeat with the record it already made. Tracing that repeat in full would put a span,
+an event and two instruments' records into the operator's backend for each request that
+merely repeats a negotiation, so by default a repeat's SERVER span gets a *link* to the span that
 negotiated it (one `Link`, built once and appended to each repeat's span as the SDK's
 `add_link` appends it: see `otel_seam`); `Policy(trace_every_request=True)` restores a
 full span per request. The request itself is counted and timed by the conventions'
