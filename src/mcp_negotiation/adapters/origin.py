@@ -42,10 +42,8 @@ def http_scope(request: Any) -> MutableMapping[str, Any] | None:
 
     The ASGI layer reads the marks the adapters leave there (`asgi.JUDGED_MARK`).
     """
-    if request is None:  # off HTTP, on every request: skip the (slow) ABC check below
-        return None
     scope = getattr(request, "scope", None)
-    return scope if type(scope) is dict or isinstance(scope, MutableMapping) else None
+    return scope if isinstance(scope, MutableMapping) else None
 
 
 def http_headers(scope: Mapping[str, Any]) -> tuple[Mapping[str, str], str | None]:

@@ -36,8 +36,7 @@ def connection_of(ctx: Any) -> Any | None:
 def connection_state(ctx: Any) -> MutableMapping[str, Any] | None:
     """The per-connection scratch dict, or None when the SDK no longer offers one."""
     state = getattr(connection_of(ctx), "state", None)
-    # `type(...) is dict` first: this runs per request, and the ABC check costs more.
-    return state if type(state) is dict or isinstance(state, MutableMapping) else None
+    return state if isinstance(state, MutableMapping) else None
 
 
 def on_connection_close(ctx: Any, callback: Callable[[], object]) -> bool:
