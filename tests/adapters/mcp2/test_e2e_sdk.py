@@ -6,6 +6,7 @@ each test compares it with what the client declared and the revision it negotiat
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -16,6 +17,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_negotiation import Policy
+from mcp_negotiation.adapters.mcp2 import seams
 from mcp_negotiation.core import revisions
 from mcp_negotiation.tools.demo import build
 from support.harness import RawRequest, demo_params, legacy_session, open_streams, serve_http, structured
@@ -193,3 +195,44 @@ async def test_wrong_era_method_is_method_not_found(endpoint: Any) -> None:
             await session.send_request(RawRequest(method="server/discover", params={}), types.DiscoverResult)
         assert refused.value.error.code == -32601
         assert structured(await session.call_tool("negotiation", {}))["era"] == "legacy"
+
+
+async def _counter_offer_steered(
+    steered: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> tuple[str, dict[str, Any]]:
+    """A 2025-03-26 client of a server whose policy counter-offers 2025-11-25, the steering
+    seam answering `steered` without rewriting anything: the revision the SDK answered, and
+    what the tool then saw."""
+    monkeypatch.setattr(seams, "steer_initialize", lambda ctx, agreed: steered)
+    with caplog.at_level(logging.WARNING, logger="mcp_negotiation"):
+        target = build(Policy(min_revision="2025-06-18"))
+        async with legacy("memory", target, "2025-03-26", CAPS) as (session, init):
+            seen = structured(await session.call_tool("negotiation", {}))
+    return init.protocol_version, seen
+
+
+async def test_an_initialize_the_sdk_cannot_be_steered_on_is_the_sdks_and_claims_no_handshake(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where the SDK's params cannot be rewritten (the seam answers False), the SDK answers the
+    revision it chooses and the operator is told; the connection holds no handshake of ours,
+    so its requests are negotiated as a session's whose capabilities are unknown."""
+    answered, seen = await _counter_offer_steered(False, monkeypatch, caplog)
+    assert answered == "2025-03-26"
+    assert "cannot steer the initialize answer; the SDK chooses" in caplog.text
+    assert seen["sdk_protocol_version"] == "2025-03-26"
+    assert seen["capabilities_known"] is False
+    assert seen["client_capabilities"] == {}
+
+
+async def test_an_initialize_the_sdk_answered_otherwise_is_reported_and_kept_as_chosen(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A steer the SDK said it took but did not (it answered its own revision): the operator is
+    told both revisions, and the connection holds the policy's handshake."""
+    answered, seen = await _counter_offer_steered(True, monkeypatch, caplog)
+    assert answered == "2025-03-26"
+    assert "the SDK answered initialize with '2025-03-26', the policy chose '2025-11-25'" in caplog.text
+    assert seen["protocol_version"] == "2025-11-25"
+    assert seen["outcome"] == "counter_offered"
+    assert seen["client_capabilities"] == CAPS
