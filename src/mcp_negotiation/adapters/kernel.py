@@ -135,19 +135,25 @@ async def _applied(engine: Engine, message: Message, timed: float | None) -> Any
     outcome = engine.decide(message)
     if outcome.need is not None:
         outcome = await _met(engine, message, outcome)
-    if outcome.steer is not None:
-        return await _handshake(engine, message, outcome, started, timed)
-    if outcome.hold is not None:
-        message.hold(outcome.hold)
-    if outcome.trace is not None:
-        spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
+    steer = outcome.steer
+    if steer is not None and not message.steer(steer):
+        report(logging.WARNING, "cannot steer the initialize answer; the SDK chooses")
+        return await message.forward(None, replace(outcome, advertise=None))
+    if steer is None:  # (a handshake is kept, and traced, once the SDK has answered it)
+        if outcome.hold is not None:
+            message.hold(outcome.hold)
+        if outcome.trace is not None:
+            spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
     known = outcome.known
     if outcome.action == "serve" and known is not None:
         token = current.set(known)  # what runs inside reads it (see `context`)
         try:
-            return await message.forward(known, outcome)
+            result = await message.forward(known, outcome)
         finally:
             current.reset(token)
+        if steer is not None:
+            _answered(engine, message, outcome, result, started, timed)
+        return result
     if outcome.action == "refuse" and outcome.refusal is not None:
         return await message.refuse(outcome.refusal, outcome)
     if outcome.action == "empty":
@@ -155,33 +161,26 @@ async def _applied(engine: Engine, message: Message, timed: float | None) -> Any
     return await message.forward(None, outcome)
 
 
-async def _handshake(
-    engine: Engine, message: Message, outcome: Outcome, started: float, timed: float | None
-) -> Any:
-    """A legacy `initialize` steered to the revision the policy chose. Once the SDK answered at
-    that revision, the handshake is kept, traced, and (`timed`, with a `MeterProvider`) a
-    session timed from it until its connection closes, where the SDK has connections and this
-    is the connection's first handshake."""
-    steer = outcome.steer
-    assert steer is not None
-    assert outcome.known is not None
-    if not message.steer(steer):
-        report(logging.WARNING, "cannot steer the initialize answer; the SDK chooses")
-        return await message.forward(None, replace(outcome, advertise=None))
-    token = current.set(outcome.known)
-    try:
-        result = await message.forward(outcome.known, outcome)
-    finally:
-        current.reset(token)
+def _answered(
+    engine: Engine, message: Message, outcome: Outcome, result: Any, started: float, timed: float | None
+) -> None:
+    """A legacy `initialize` the SDK answered at the revision it was steered to: kept, traced,
+    and (`timed`, with a `MeterProvider`) a session timed from it until its connection
+    closes, where the SDK has connections and this is the connection's first handshake."""
     answered = message.answered(result)
-    if answered != steer:
-        report(logging.WARNING, "the SDK answered initialize with %r, the policy chose %r", answered, steer)
-    if timed is not None and type(message.held) is not Known:
-        message.on_close(lambda over_http: operations.session_ended(timed, steer, http=over_http))
+    if answered != outcome.steer:
+        report(
+            logging.WARNING,
+            "the SDK answered initialize with %r, the policy chose %r",
+            answered,
+            outcome.steer,
+        )
+    if timed is not None and type(message.held) is not Known and outcome.steer is not None:
+        agreed = outcome.steer
+        message.on_close(lambda over_http: operations.session_ended(timed, agreed, http=over_http))
     if outcome.hold is not None:
         message.hold(outcome.hold)
     spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
-    return result
 
 
 async def decided(engine: Engine, facts: Facts) -> Outcome:

@@ -160,24 +160,24 @@ class Engine:
             else:
                 return _stopped(step, known, hold, traced)
         method = facts.method
+        trace: TraceKind | None = "negotiated" if traced else None
+        listing = method in LISTINGS
         if hold is not None or method == DISCOVER:
             return Outcome(
                 "serve",
                 known,
                 hold=hold,
                 advertise=self._advertised["modern"] if method == DISCOVER else None,
-                trace="negotiated" if traced else None,
-                listing=method in LISTINGS,
+                trace=trace,
+                listing=listing,
                 judged=True,
                 dispatch=dispatch,
             )
         # What a repeat is served with is the same every time: made once, kept on its `Known`.
-        key = (_SERVED, traced, method in LISTINGS)
+        key = (_SERVED, traced, listing)
         served: Outcome | None = known.derived.get(key)
         if served is None:
-            made = Outcome(
-                "serve", known, trace="negotiated" if traced else None, listing=key[2], judged=True
-            )
+            made = Outcome("serve", known, trace=trace, listing=listing, judged=True)
             served = known.derive(key, made)
         return served if dispatch is None else replace(served, dispatch=dispatch)
 
@@ -236,8 +236,9 @@ class Engine:
         another key order merely miss); with `check`, refused when it lacks a capability the
         policy requires."""
         negotiator = self.negotiator
+        params = facts.params
         try:
-            get = facts.params["_meta"].get
+            get = params["_meta"].get
             text = marshal.dumps(
                 (get(PROTOCOL_VERSION_KEY), get(CLIENT_CAPABILITIES_KEY), get(CLIENT_INFO_KEY)),
                 MARSHAL_VERSION,
@@ -250,7 +251,6 @@ class Engine:
             key = (origin.transport, negotiator.withdrawals.now(), text, *origin.headers.items())
             known = self.memo.get(key)
         if known is None:
-            params = facts.params
             meta = params.get("_meta") if is_object(params) else None
             record = negotiator.request(
                 meta, transport=origin.transport, headers=origin.headers, check_required=False
