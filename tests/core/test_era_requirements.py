@@ -163,5 +163,3 @@ def test_an_unknown_or_bounded_out_revision_is_refused_as_before() -> None:
         refusal = _refusal(lambda requested=requested: negotiator.request(envelope(requested)))
         assert refusal.message == f"Unsupported protocol version: {requested}"
         assert refusal.data == {"supported": [TASKS_ONLY_AT], "requested": requested}
-
-

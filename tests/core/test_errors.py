@@ -160,8 +160,6 @@ def test_a_policy_switch_of_the_wrong_type_is_a_usage_error_that_except_type_err
     assert type(raised.value) is UsageError
 
 
-
-
 def _refused_by_nobody(_: Path) -> object:
     from mcp_negotiation.semver.bridge import RefusedBy
 

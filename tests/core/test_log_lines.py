@@ -22,6 +22,8 @@ pytestmark = pytest.mark.anyio
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "mcp_negotiation"
 PREFIX = "mcp_negotiation: "
+
+
 @pytest.fixture
 def lines() -> Iterator[list[str]]:
     """The library's log lines, formatted as `%(name)s: %(message)s`."""

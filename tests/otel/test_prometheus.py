@@ -116,9 +116,7 @@ def test_p99_of_tools_call_by_protocol_version_is_the_latency_sent(run: Run) -> 
         assert answered[revision] >= floor, (revision, answered[revision])
 
 
-def test_every_panel_of_the_dashboard_answers_and_is_drawn(
-    run: Run, tmp_path: Path
-) -> None:
+def test_every_panel_of_the_dashboard_answers_and_is_drawn(run: Run, tmp_path: Path) -> None:
     scraped, traffic, end = run
     assert {"panels", "templating", "title", "uid", "schemaVersion"} <= set(DASHBOARD)
     for panel in DASHBOARD["panels"]:

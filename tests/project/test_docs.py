@@ -213,8 +213,16 @@ def test_each_example_runs_under_its_runner(tmp_path: Path) -> None:
     }
     report = tmp_path / "runners.xml"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-         *nodes.values()],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={report}",
+            *nodes.values(),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -44,6 +44,7 @@ LISTINGS: Final[Mapping[str, tuple[str, str]]] = {
 }
 """The listings whose entries `@requires` can gate: (the result's list, an entry's key)."""
 
+
 def required_capabilities_meta(*required: str | Callable[..., Any]) -> dict[str, Any]:
     """The `_meta` that declares a listed entry's requirements, for servers that list their
     own (a lowlevel `Server`'s `Tool(..., _meta=required_capabilities_meta(...))`).

@@ -240,4 +240,3 @@ def test_variant_of_is_checked_where_it_is_written() -> None:
     marked(tool)
     with pytest.raises(UsageError, match="already a variant of 'research'"):
         variant_of("other")(tool)
-

@@ -87,7 +87,9 @@ def install(server: Any, context: type, *, variant: bool) -> None:
     @server.tool()
     @requires_ucp(CHECKOUT)
     async def create_checkout(
-        items: list[str], ctx: context, meta: dict[str, Any] | None = None  # type: ignore[valid-type]
+        items: list[str],
+        ctx: context,  # type: ignore[valid-type]
+        meta: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A UCP checkout: the agreement this call was served under."""
         agreement = negotiation_of(ctx).ucp
@@ -110,9 +112,14 @@ def serve() -> None:
     trace.set_tracer_provider(provider)
     resolver = StaticResolver({PLATFORM: UCP / "platform_profile.json"})
     ucp = UcpPolicy(business_profile=UCP / "business_profile.json", resolver=resolver, stamp_results=True)
-    policy = Policy(min_revision=args.min_revision, required_capabilities=tuple(args.require),
-                    hide_unusable=True, ucp=ucp, client_overrides=[RULE] if args.clients else (),
-                    extensions={APPS: {}} if args.clients else None)
+    policy = Policy(
+        min_revision=args.min_revision,
+        required_capabilities=tuple(args.require),
+        hide_unusable=True,
+        ucp=ucp,
+        client_overrides=[RULE] if args.clients else (),
+        extensions={APPS: {}} if args.clients else None,
+    )
     if version("mcp").startswith("1."):
         from mcp.server.fastmcp import Context, FastMCP
 
