@@ -70,7 +70,7 @@ def variant_of(
 def marks(fn: object) -> tuple[tuple[str, ...] | None, VariantOf | None]:
     """What `@requires` checks for `fn` and what `@variant_of` marked it as, through the
     wrappers the SDK put around it (pydantic's `validate_call` on a prompt, FastMCP's own):
-    read from each layer's `__dict__`, cheap enough for every call."""
+    read from each layer's `__dict__`."""
     names: tuple[str, ...] | None = None
     variant: VariantOf | None = None
     for _ in range(_MAX_UNWRAP):

@@ -72,8 +72,8 @@ MAX_STRING_LENGTH: Final = 4_096
 MAX_REVISION_LENGTH: Final = 64
 """A protocol revision longer than this is not a revision; refused as malformed."""
 DATE_RECHECK_SECONDS: Final = 60.0
-"""How often an unpinned clock is read again: `date.today()` costs a microsecond, too
-much for every request, and a deprecation closing a minute late harms no one."""
+"""How often an unpinned clock's day is read again: not on every request, since a
+deprecation closing a minute late harms no one."""
 _RECORD: Final = 256
 """What a `Negotiation` costs beyond its maps: the object, its fields, the shared sets."""
 
@@ -746,11 +746,10 @@ def policy_given(policy: object, who: str) -> Policy:
 class Withdrawals:
     """What the policy withdraws today, with the clock read at most once a minute.
 
-    `date.today()` costs a microsecond, too much for every request, and a deprecation
-    closing a minute late harms no one. With no pinned clock the date is read again at
-    most once a minute, so a long-running server withdraws the deprecated features within
-    a minute of the removal date. What was made from one reading (a session's record, a
-    memo of a request's outcome) may be trusted until `until`.
+    With no pinned clock the date is read again at most once a minute (a deprecation
+    closing a minute late harms no one), so a long-running server withdraws the deprecated
+    features within a minute of the removal date. What was made from one reading (a
+    session's record, a memo of a request's outcome) may be trusted until `until`.
     """
 
     __slots__ = ("_day", "_policy", "current", "monotonic", "until")
