@@ -31,6 +31,10 @@ MATRIX = "tests/support/matrix.toml"
 MATRIX_PLUGIN_DIR = "tests/support"
 """Where `matrix_backports.py` is, the pytest plugin every row loads (`-p matrix_backports`)."""
 
+AS_OF = "tests/support/startup"
+"""Where `as_of_day.py` is, which every interpreter of a test environment loads at start-up:
+the tests, and every server they start, read the calendar as of one day (see `_as_of_one_day`)."""
+
 SPREAD = ("-n", "auto")
 """pytest-xdist's workers, one per processor, for the whole runs (`tests`, each matrix row): the
 tests mostly wait on servers and subprocesses, so two workers on two cores halve the main run
@@ -96,6 +100,18 @@ def _matrix_requirements(row: dict[str, Any]) -> list[str]:
     return [*rest, *(f"{name}=={v}" for name, v in _pins(row).items() if v is not None)]
 
 
+def _as_of_one_day(session: nox.Session) -> None:
+    """Have every interpreter of the session's environment load `as_of_day` at start-up, from
+    a `.pth` file: the deprecation window closes on a date, and a suite that passes today must
+    pass on any day after it (tests/support/startup/as_of_day.py says how, and why so)."""
+    code = (
+        "import pathlib, sys, sysconfig\n"
+        "pth = pathlib.Path(sysconfig.get_paths()['purelib'], 'mcp_negotiation_as_of_day.pth')\n"
+        "pth.write_text(sys.argv[1] + '\\nimport as_of_day\\n', encoding='utf-8')"
+    )
+    session.run_install("python", "-c", code, os.path.abspath(AS_OF), silent=True)
+
+
 def _install_services(session: nox.Session) -> None:
     """Install `SERVICES` from Debian's packages when missing (a fresh machine).
 
@@ -137,6 +153,7 @@ def tests(session: nox.Session) -> None:
     pins differ from this environment's: the row it already is does not run twice.
     """
     session.install(*_lock("main"), "-e", ".[test]")
+    _as_of_one_day(session)
     _install_services(session)
     if not session.posargs:
         here = _installed(session, SDK)
@@ -150,6 +167,7 @@ def tests(session: nox.Session) -> None:
 def peers(session: nox.Session) -> None:
     """The npm peers (`npm ci`), then the tests that run them and FastMCP's client."""
     session.install(*_lock("main"), "-e", ".[test]")
+    _as_of_one_day(session)
     session.run("python", NODE_PEERS)
     session.run("python", "-m", "pytest", *(session.posargs or ["-m", "peers", TESTS]))
 
@@ -160,6 +178,7 @@ def matrix(session: nox.Session, row: dict[str, Any]) -> None:
     """One SDK matrix row (queued by `tests`): its pins, and the rest of the `test` extra; a 2.x
     row runs the `matrix` tests, a 1.x row the mcp 1.x adapter's own suite."""
     session.install(*_lock(f"matrix-{row['name']}"), "-e", ".", *_matrix_requirements(row))
+    _as_of_one_day(session)
     pins = _pins(row)
     found = _installed(session, SDK)
     if found is not None and found != pins:  # the installer may resolve around a pin

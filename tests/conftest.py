@@ -35,6 +35,17 @@ OF_MCP_2 = [
 collect_ignore = [str(MCP1)] if MCP_MAJOR >= 2 else OF_MCP_2
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's expectations are written for one day (`support/startup/as_of_day.py`), which
+    its environment's interpreters load at start-up; without it they would hold only until the
+    deprecation window closes."""
+    if "as_of_day" not in sys.modules:
+        raise pytest.UsageError(
+            "this environment does not read the calendar as of the suite's day"
+            " (tests/support/startup/as_of_day.py): run the tests with `python3 dev.py nox -s tests`"
+        )
+
+
 @pytest.fixture(scope="session")
 def ca() -> trustme.CA:
     """One test CA per run, for the local HTTPS profile servers."""

@@ -101,9 +101,10 @@ class Clock(Protocol):
 
 class _SystemClock:
     __slots__ = ()
-    # The functions themselves, not methods calling them: `monotonic` is read on every request.
-    today = staticmethod(date.today)
     monotonic = staticmethod(time.monotonic)
+
+    def today(self) -> date:
+        return revisions.calendar_day()
 
     def __repr__(self) -> str:
         return "SYSTEM_CLOCK"

@@ -40,6 +40,7 @@ __all__ = [
     "FeatureName",
     "FeatureRow",
     "ServerFeature",
+    "calendar_day",
     "deprecation_window_open",
     "era",
     "feature",
@@ -408,6 +409,12 @@ def _months_between(start: date, end: date) -> int:
     return months - 1 if end.day < start.day else months
 
 
+def calendar_day() -> date:
+    """The day the window is read on when no one pins one: the only place the library reads
+    the calendar (`negotiation.SYSTEM_CLOCK` asks here too)."""
+    return date.today()
+
+
 def deprecation_window_open(
     *,
     today: date | None = None,
@@ -448,7 +455,7 @@ def deprecation_window_open(
                 f"not months_since_deprecation={months}; pass one of them"
             )
     # A day is exact; a count of months is not, for a removal date off the 28th.
-    return (today or date.today()) < removal
+    return (today or calendar_day()) < removal
 
 
 _DATE_SHAPE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
