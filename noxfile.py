@@ -131,17 +131,19 @@ def _install_services(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check ."""
+    """ruff check . and ruff format --check ."""
     session.install(*_lock("main"), *_from_test_extra("ruff"))
     session.run("ruff", "check", ".", *session.posargs)
+    session.run("ruff", "format", "--check", ".")
 
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict src, with every optional dependency src imports (the OpenTelemetry SDK:
     `otel/stderr.py`'s exporter)."""
-    session.install(*_lock("main"), "-e", ".[redis,instrumentation]",
-                    *_from_test_extra("mypy", "opentelemetry-sdk"))
+    session.install(
+        *_lock("main"), "-e", ".[redis,instrumentation]", *_from_test_extra("mypy", "opentelemetry-sdk")
+    )
     session.run("mypy", "--strict", "src", *session.posargs)
 
 
