@@ -146,7 +146,7 @@ def test_the_package_does_not_need_opentelemetry_instrumentation() -> None:
     assert _result(_run([PYTHON, "-c", code]).stdout) == []
     failing = subprocess.run(
         [PYTHON, "-c", "import sys; sys.modules['opentelemetry.instrumentation'] = None\n"
-         "import mcp_negotiation.otel.instrumentor"],
+         "import mcp_negotiation.tools.instrumentor"],
         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT, check=False,
     )  # fmt: skip
     assert failing.returncode != 0
@@ -154,40 +154,7 @@ def test_the_package_does_not_need_opentelemetry_instrumentation() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# The instrumentor, in process and through `opentelemetry-instrument`
-
-
-def test_instrumentor_in_process() -> None:
-    from mcp.server.mcpserver import MCPServer
-    from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
-
-    from mcp_negotiation import Policy
-    from mcp_negotiation.adapters.mcp2.middleware import NegotiationMiddleware
-    from mcp_negotiation.otel.instrumentor import McpNegotiationInstrumentor
-
-    def ours(server: MCPServer) -> list[NegotiationMiddleware]:
-        return [m for m in server.middleware if isinstance(m, NegotiationMiddleware)]
-
-    instrumentor = McpNegotiationInstrumentor()
-    assert tuple(instrumentor.instrumentation_dependencies()) == ("mcp >= 1.22",)  # both majors
-    assert get_dependency_conflicts(instrumentor.instrumentation_dependencies()) is None
-    assert not ours(MCPServer("before"))
-    policy = Policy(min_revision="2025-06-18")
-    instrumentor.instrument(policy=policy)
-    try:
-        assert instrumentor.is_instrumented_by_opentelemetry
-        (middleware,) = ours(MCPServer("during"))
-        assert middleware.policy is policy
-    finally:
-        instrumentor.uninstrument()
-    assert not instrumentor.is_instrumented_by_opentelemetry
-    assert not ours(MCPServer("after"))
-    instrumentor.instrument()  # no policy given: the default one
-    try:
-        (middleware,) = ours(MCPServer("default"))
-        assert middleware.policy == Policy()
-    finally:
-        instrumentor.uninstrument()
+# The instrumentor, through `opentelemetry-instrument`
 
 
 UNINSTRUMENTED_SERVER = r"""

@@ -1,2 +1,2 @@
-"""OpenTelemetry: the `capability_negotiated` span and metrics, the one seam beyond the
-public API, and the `opentelemetry-instrument` entry point. Built on `opentelemetry-api`."""
+"""OpenTelemetry: the `capability_negotiated` span and metrics, and the one seam beyond the
+public API. Built on `opentelemetry-api`."""

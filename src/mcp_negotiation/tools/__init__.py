@@ -1,2 +1,2 @@
 """What runs beside a server: the `mcp-negotiation` command and its probe, the demo
-server, and the mypy plugin."""
+server, the `opentelemetry-instrument` instrumentor, and the mypy plugin."""

@@ -62,7 +62,7 @@ def test_the_opentelemetry_instrumentor_negotiates_on_1x() -> None:
     answer = _run(
         """
         from mcp_negotiation import Policy
-        from mcp_negotiation.otel.instrumentor import McpNegotiationInstrumentor
+        from mcp_negotiation.tools.instrumentor import McpNegotiationInstrumentor
         McpNegotiationInstrumentor().instrument(policy=Policy(max_revision="2025-03-26"))
         """
     )
