@@ -152,7 +152,7 @@ async def _applied(engine: Engine, message: Message, timed: float | None) -> Any
         finally:
             current.reset(token)
         if steer is not None:
-            _answered(engine, message, outcome, result, started, timed)
+            _answered(engine, message, outcome, steer, result, started, timed)
         return result
     if outcome.action == "refuse" and outcome.refusal is not None:
         return await message.refuse(outcome.refusal, outcome)
@@ -162,22 +162,22 @@ async def _applied(engine: Engine, message: Message, timed: float | None) -> Any
 
 
 def _answered(
-    engine: Engine, message: Message, outcome: Outcome, result: Any, started: float, timed: float | None
+    engine: Engine,
+    message: Message,
+    outcome: Outcome,
+    steer: str,
+    result: Any,
+    started: float,
+    timed: float | None,
 ) -> None:
-    """A legacy `initialize` the SDK answered at the revision it was steered to: kept, traced,
+    """A legacy `initialize` the SDK answered, having been steered to `steer`: kept, traced,
     and (`timed`, with a `MeterProvider`) a session timed from it until its connection
     closes, where the SDK has connections and this is the connection's first handshake."""
     answered = message.answered(result)
-    if answered != outcome.steer:
-        report(
-            logging.WARNING,
-            "the SDK answered initialize with %r, the policy chose %r",
-            answered,
-            outcome.steer,
-        )
-    if timed is not None and type(message.held) is not Known and outcome.steer is not None:
-        agreed = outcome.steer
-        message.on_close(lambda over_http: operations.session_ended(timed, agreed, http=over_http))
+    if answered != steer:
+        report(logging.WARNING, "the SDK answered initialize with %r, the policy chose %r", answered, steer)
+    if timed is not None and type(message.held) is not Known:
+        message.on_close(lambda over_http: operations.session_ended(timed, steer, http=over_http))
     if outcome.hold is not None:
         message.hold(outcome.hold)
     spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
