@@ -97,7 +97,7 @@ __all__ = [
 ]
 
 _IN_RESOLVER: Final = frozenset(
-    {"ALL_PORTS"} | {"HttpsProfileResolver", "ProfileResolver", "StaticResolver", "is_special_address"}
+    {"ALL_PORTS", "HttpsProfileResolver", "ProfileResolver", "StaticResolver", "is_special_address"}
 )
 """The names of the one module that loads an HTTP client; the others but `UcpPolicy` are
 `binding`'s."""
