@@ -204,8 +204,12 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """benchmarks/run.py, which writes benchmarks/RESULTS.md (`-- --quick`: a smoke run, `-- --check`)."""
+    """benchmarks/run.py, which writes benchmarks/RESULTS.md (`-- --quick`: a smoke run, `-- --check`).
+
+    As of the suite's day too, so that a commit's figures do not move when the deprecation
+    window closes (its servers serve the example's `Policy()`)."""
     session.install(*_lock("main"), "-e", ".[test]")
+    _as_of_one_day(session)
     _install_services(session)
     session.run("python", "benchmarks/run.py", *session.posargs)
 

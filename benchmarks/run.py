@@ -31,6 +31,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 import instructions
+from mcp_negotiation.core import revisions
 from servers import CALLS, MODERN, UCP_HEADER
 
 HERE = Path(__file__).resolve().parent
@@ -198,6 +199,7 @@ def machine() -> list[str]:
         f"| valgrind | {valgrind.stdout.strip() or 'not installed'} |",
         f"| mcp-negotiation | {metadata.version('mcp-negotiation')} at {commit.stdout.strip() or '?'} |",
         f"| Date (UTC) | {datetime.now(UTC):%Y-%m-%d %H:%M} |",
+        f"| Day the library reads (`revisions.calendar_day`) | {revisions.calendar_day()} |",
     ]
 
 
