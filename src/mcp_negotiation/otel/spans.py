@@ -369,9 +369,7 @@ def record_outcome(facts: Facts, outcome: Outcome, policy: Policy, duration: flo
     refusal, or its negotiation (whose repeats link to its span). Never raises."""
     known = outcome.known
     if outcome.trace == "negotiated" and known is not None:
-        traced = known.traced
-        if traced is None or policy.trace_every_request or not repeated(traced):
-            record_negotiation(facts.method, known, policy, duration)
+        record_negotiation(facts.method, known, policy, duration)
     elif outcome.trace == "refused" and outcome.refusal is not None:
         record_refusal(
             facts.method,
