@@ -216,10 +216,9 @@ class Engine:
             return None, None
         negotiator = self.negotiator
         record = held.record
-        withdrawals = negotiator.withdrawals
-        if record.withheld is not withdrawals.current or withdrawals.monotonic() >= withdrawals.until:
+        if not negotiator.withdrawals.stands_for(record):
             # The day or the policy changed since the record was made (or last refreshed),
-            # or the day is to be read again (`Withdrawals.stands_for`).
+            # or the day is to be read again.
             record = negotiator.refreshed(record, check)
         if record.session_id is None and record.transport == "http" and (session_id := facts.session_id):
             # Stateful HTTP on mcp 1.x: the SDK routed the request by this id, so it is the
@@ -258,7 +257,7 @@ class Engine:
             known = Known(record, negotiator)
             if key is not None:
                 self._keep(key, known, len(key[2]))
-        if check and self.policy.required_capabilities:
+        if check:
             negotiator.check_required(known.record)
         return known
 

@@ -43,10 +43,6 @@ class Origin(NamedTuple):
     direct: bool = False
     on_behalf: bool = False
 
-    @property
-    def origin(self) -> Origin:
-        return Origin(self.transport, self.headers, self.direct, self.on_behalf)
-
 
 class Facts(Protocol):
     """The facts of one inbound message.
