@@ -132,18 +132,13 @@ def _measured(message: Message, timed: float, result: Any, error: BaseException 
 
 async def _applied(engine: Engine, message: Message, timed: float | None) -> Any:
     started = time.perf_counter()
-    outcome = engine.decide(message)
-    if outcome.need is not None:
-        outcome = await _met(engine, message, outcome)
+    outcome = await decided(engine, message)
     steer = outcome.steer
     if steer is not None and not message.steer(steer):
         report(logging.WARNING, "cannot steer the initialize answer; the SDK chooses")
         return await message.forward(None, replace(outcome, advertise=None))
     if steer is None:  # (a handshake is kept, and traced, once the SDK has answered it)
-        if outcome.hold is not None:
-            message.hold(outcome.hold)
-        if outcome.trace is not None:
-            spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
+        _kept(engine, message, outcome, started)
     known = outcome.known
     if outcome.action == "serve" and known is not None:
         token = current.set(known)  # what runs inside reads it (see `context`)
@@ -178,6 +173,11 @@ def _answered(
         report(logging.WARNING, "the SDK answered initialize with %r, the policy chose %r", answered, steer)
     if timed is not None and type(message.held) is not Known:
         message.on_close(lambda over_http: operations.session_ended(timed, steer, http=over_http))
+    _kept(engine, message, outcome, started)
+
+
+def _kept(engine: Engine, message: Message, outcome: Outcome, started: float) -> None:
+    """What the connection holds from now on, and the trace (`started`: when deciding began)."""
     if outcome.hold is not None:
         message.hold(outcome.hold)
     spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)

@@ -137,8 +137,7 @@ class _Message:
 
     def forward(self, known: Known | None, outcome: Outcome) -> Awaitable[Any]:
         ctx = self._ctx
-        if ctx.request is not None:
-            self._judged(outcome)
+        self._judged(outcome)
         if outcome.dispatch is not None and isinstance(ctx.params, Mapping):
             # The variant chosen for this client serves the call: the SDK validates and runs it.
             ctx = replace(ctx, params={**ctx.params, "name": outcome.dispatch})
