@@ -16,7 +16,7 @@ import inspect
 import json
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
@@ -28,7 +28,7 @@ from ..core.negotiation import Negotiation, capability_names
 from ..core.outcome import Known
 from ..core.revisions import ClientFeature, FeatureName
 from ..core.variants import GATES
-from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, INVALID_PROFILE_URL, UcpError
+from ..ucp.errors import CAPABILITIES_INCOMPATIBLE, UcpError
 from ..ucp.stage import for_operation
 from . import instrumenting
 from .compat import raise_refusal, tool_result
@@ -101,11 +101,12 @@ def client_supports(ctx: object, feature: FeatureName | str, **settings: Any) ->
     return entry is not None and entry.negotiator.answers(entry.record, feature, settings)
 
 
-def _require(features: tuple[str, ...]) -> None:
+def _refuse_unless(missing: Callable[[Known], Refusal | None]) -> None:
+    """Raise what `missing` finds this request's negotiation lacks (-32603 without one)."""
     entry = current.get()
     if entry is None:
         raise_refusal(Refusal(-32603, "no negotiation for this request"))
-    refusal = entry.negotiator.missing_required(entry.record, features)
+    refusal = missing(entry)
     if refusal is not None:
         raise_refusal(refusal)
 
@@ -129,8 +130,6 @@ def _scoped_ucp(entry: Known | None, root: str) -> Known | _Incompatible:
         )
         raise_refusal(Refusal(-32603, "this server is not configured for UCP"))
     try:
-        if entry is None:
-            raise UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
         return for_operation(entry, root)
     except UcpError as failure:
         # Offered like every other UCP error, so each form carries the business's web fallback.
@@ -180,16 +179,6 @@ def requires_ucp(root: str) -> Callable[[_F], _F]:
     return decorate
 
 
-def _refuse_extension(identifier: str, wanted: Mapping[str, Any]) -> None:
-    """-32021 unless the client of this request has extension `identifier` with `wanted`."""
-    entry = current.get()
-    if entry is None:
-        raise_refusal(Refusal(-32603, "no negotiation for this request"))
-    refusal = entry.negotiator.missing_extension(entry.record, identifier, wanted)
-    if refusal is not None:
-        raise_refusal(refusal)
-
-
 def requires_extension(identifier: str, **settings: Any) -> Callable[[_F], _F]:
     """Decorate a tool, prompt or resource function that needs the client's extension
     `identifier`, with `settings` it must satisfy (as `client_supports` judges them).
@@ -204,7 +193,13 @@ def requires_extension(identifier: str, **settings: Any) -> Callable[[_F], _F]:
     if problem is not None:
         raise PolicyError(f"requires_extension(): {problem}")
     wanted = settings_given(settings, "requires_extension() settings")
-    return _gate(lambda: _refuse_extension(identifier, wanted), "requires_extension()", ())
+    return _gate(
+        lambda: _refuse_unless(
+            lambda entry: entry.negotiator.missing_extension(entry.record, identifier, wanted)
+        ),
+        "requires_extension()",
+        (),
+    )
 
 
 def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
@@ -223,7 +218,11 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
     if callable(features[0]):
         raise UsageError("write @requires('name', ...) with the names it needs, in parentheses")
     names = capability_names(features, "requires()")
-    return _gate(lambda: _require(names), "requires()", names)
+    return _gate(
+        lambda: _refuse_unless(lambda entry: entry.negotiator.missing_required(entry.record, names)),
+        "requires()",
+        names,
+    )
 
 
 def _gate(check: Callable[[], None], what: str, names: tuple[str, ...]) -> Callable[[_F], _F]:

@@ -8,15 +8,12 @@ every call.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from ..core.frozen_json import is_object
 from .errors import INVALID_PROFILE_URL, UcpError
 from .header import parse_ucp_agent, validate_profile_url
 from .profile import Profile
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "UCP_EXTENSION_ID",

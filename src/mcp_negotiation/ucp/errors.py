@@ -27,6 +27,7 @@ __all__ = [
     "VERSION_UNSUPPORTED",
     "UcpError",
     "UcpErrorCode",
+    "invalid_profile_url",
 ]
 
 UcpErrorCode = Literal[
@@ -114,3 +115,8 @@ class UcpError(NegotiationError):
         if self.continue_url is not None:
             result["continue_url"] = self.continue_url
         return result
+
+
+def invalid_profile_url(reason: str) -> UcpError:
+    """The failure of a profile URL (or a `UCP-Agent` header naming one) that cannot be used."""
+    return UcpError(INVALID_PROFILE_URL, reason)

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import http_sf
 
 from ..core.client_log import report
-from .errors import INVALID_PROFILE_URL, UcpError
+from .errors import invalid_profile_url
 
 __all__ = ["MAX_HEADER_LENGTH", "MAX_URL_LENGTH", "parse_ucp_agent", "validate_profile_url"]
 
@@ -33,15 +33,13 @@ MAX_HEADER_LENGTH: Final = 4096
 bounded too."""
 
 
-def _invalid(reason: str) -> UcpError:
-    return UcpError(INVALID_PROFILE_URL, reason)
-
-
 def _refuse_duplicate_profile(key: str, context: str) -> None:
     # RFC 8941 lets the last duplicate win; two profiles in one header is ambiguity
     # that only an attacker or a bug produces, so it is refused rather than resolved.
     if key == "profile" and context == "dictionary":
-        raise _invalid("the UCP-Agent header has a duplicate profile member")  # (through the parser)
+        raise invalid_profile_url(
+            "the UCP-Agent header has a duplicate profile member"
+        )  # (through the parser)
 
 
 def validate_profile_url(url: object) -> str:
@@ -59,11 +57,11 @@ def validate_profile_url(url: object) -> str:
     neither fetches a profile again nor takes another entry.
     """
     if not isinstance(url, str):
-        raise _invalid("the profile URL must be a string")
+        raise invalid_profile_url("the profile URL must be a string")
     if not url:
-        raise _invalid("the profile URL is empty")
+        raise invalid_profile_url("the profile URL is empty")
     if len(url) > MAX_URL_LENGTH:
-        raise _invalid(f"the profile URL is longer than {MAX_URL_LENGTH} characters")
+        raise invalid_profile_url(f"the profile URL is longer than {MAX_URL_LENGTH} characters")
     return _checked(str(url))
 
 
@@ -71,21 +69,21 @@ def _checked(url: str) -> str:
     """The rest of `validate_profile_url`: what a URL's characters and parts must be."""
     # Printable ASCII without the space: the C string methods, not a Python loop per character.
     if not (url.isascii() and url.isprintable()) or " " in url or "\\" in url:
-        raise _invalid("the profile URL must be printable ASCII without spaces or backslashes")
+        raise invalid_profile_url("the profile URL must be printable ASCII without spaces or backslashes")
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:  # a port that is no number or out of range, a bad IPv6 literal
         report(logging.DEBUG, "a profile URL does not parse", exc=exc)
-        raise _invalid("the profile URL does not parse") from None
+        raise invalid_profile_url("the profile URL does not parse") from None
     if parts.scheme.lower() != "https":
-        raise _invalid("the profile URL must use https")
+        raise invalid_profile_url("the profile URL must use https")
     if parts.username is not None or parts.password is not None:
-        raise _invalid("the profile URL must not carry credentials")
+        raise invalid_profile_url("the profile URL must not carry credentials")
     if not parts.hostname:
-        raise _invalid("the profile URL has no host")
+        raise invalid_profile_url("the profile URL has no host")
     if port == 0:
-        raise _invalid("the profile URL has port 0")
+        raise invalid_profile_url("the profile URL has port 0")
     return url.partition("#")[0]
 
 
@@ -97,21 +95,21 @@ def parse_ucp_agent(value: str | bytes) -> str:
     claim next to it. Other unknown members are ignored as RFC 8941 asks.
     """
     if len(value) > MAX_HEADER_LENGTH:
-        raise _invalid(f"the UCP-Agent header is longer than {MAX_HEADER_LENGTH} characters")
+        raise invalid_profile_url(f"the UCP-Agent header is longer than {MAX_HEADER_LENGTH} characters")
     try:
         raw = value if isinstance(value, bytes) else value.encode("ascii")
         parsed = http_sf.parse(raw, tltype="dictionary", on_duplicate_key=_refuse_duplicate_profile)
     except (UnicodeError, http_sf.StructuredFieldError) as exc:
         report(logging.DEBUG, "a UCP-Agent header does not parse", exc=exc)
-        raise _invalid("the UCP-Agent header is not an RFC 8941 dictionary") from None
+        raise invalid_profile_url("the UCP-Agent header is not an RFC 8941 dictionary") from None
     if not isinstance(parsed, dict) or not parsed:
-        raise _invalid("the UCP-Agent header is empty")
+        raise invalid_profile_url("the UCP-Agent header is empty")
     if "profile" not in parsed:
-        raise _invalid("the UCP-Agent header has no profile member")
+        raise invalid_profile_url("the UCP-Agent header has no profile member")
     member = parsed["profile"]
     bare = member[0] if isinstance(member, tuple) else member
     # `type(...) is str`: Tokens, Display Strings, booleans and byte sequences are all
     # distinct types in http_sf, and only a quoted sf-string is a profile URL.
     if type(bare) is not str:
-        raise _invalid("the UCP-Agent profile must be a quoted string")
+        raise invalid_profile_url("the UCP-Agent profile must be a quoted string")
     return validate_profile_url(bare)

@@ -63,7 +63,13 @@ else:
         import httpx as httpx2
 
 from ..core.client_log import report
-from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, UcpError, UcpErrorCode
+from .errors import (
+    PROFILE_MALFORMED,
+    PROFILE_UNREACHABLE,
+    UcpError,
+    UcpErrorCode,
+    invalid_profile_url,
+)
 from .header import validate_profile_url
 from .profile import Profile, ProfileSource
 
@@ -171,10 +177,6 @@ class StaticResolver:
         return self._profiles.get(url)
 
 
-def _invalid(reason: str) -> UcpError:
-    return UcpError(INVALID_PROFILE_URL, reason)
-
-
 def is_special_address(address: IPAddress) -> bool:
     """True for every address a profile fetch must not reach unless explicitly allowed."""
     return (
@@ -200,7 +202,7 @@ def _literal_address(host: str) -> IPAddress | None:
         pass
     last_label = host.rstrip(".").rpartition(".")[2]
     if ":" in host or _NUMERIC_LABEL.fullmatch(last_label) or _inet_aton_accepts(host):
-        raise _invalid("the profile URL host is an IP address in a non-canonical form")
+        raise invalid_profile_url("the profile URL host is an IP address in a non-canonical form")
     return None
 
 
@@ -566,7 +568,9 @@ class HttpsProfileResolver:
         host = parts.hostname or ""
         port = parts.port or HTTPS_PORT
         if port != HTTPS_PORT and port not in self._ports:
-            raise _invalid("the profile URL names a port profiles are not fetched from (only 443 is allowed)")
+            raise invalid_profile_url(
+                "the profile URL names a port profiles are not fetched from (only 443 is allowed)"
+            )
         try:
             async with asyncio.timeout(self._total_timeout):
                 addresses = await self._addresses(host, port)
@@ -584,12 +588,12 @@ class HttpsProfileResolver:
         literal = _literal_address(host)
         if literal is not None:
             if not self._permitted(literal):
-                raise _invalid("the profile URL names a special-use address")
+                raise invalid_profile_url("the profile URL names a special-use address")
             return [literal]
         try:
             infos = await asyncio.wrap_future(self._lookups.look_up(host, port))
         except (OSError, UnicodeError):
-            raise _invalid("the profile URL host does not resolve") from None
+            raise invalid_profile_url("the profile URL host does not resolve") from None
         addresses = list(
             dict.fromkeys(
                 ipaddress.ip_address(info[4][0])
@@ -598,9 +602,9 @@ class HttpsProfileResolver:
             )
         )
         if not addresses:
-            raise _invalid("the profile URL host does not resolve")
+            raise invalid_profile_url("the profile URL host does not resolve")
         if not all(self._permitted(address) for address in addresses):
-            raise _invalid("the profile URL host resolves to a special-use address")
+            raise invalid_profile_url("the profile URL host resolves to a special-use address")
         return addresses
 
     async def _get_any(

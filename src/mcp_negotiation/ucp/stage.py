@@ -276,18 +276,18 @@ def _profile_from(answer: object) -> Profile:
     raise UcpError(PROFILE_UNREACHABLE, "the platform profile could not be resolved")
 
 
-def for_operation(known: Known, root: str) -> Known:
+def for_operation(known: Known | None, root: str) -> Known:
     """`known` narrowed to the UCP operation whose capability is `root` (what `@requires_ucp`
     publishes), made once per `known` and operation; raises `UcpError` when the call named no
-    platform or `root` did not survive the negotiation. A `known` narrowed for another
-    operation is narrowed again from what it was narrowed from."""
+    platform (or has no negotiation: None) or `root` did not survive the negotiation. A
+    `known` narrowed for another operation is narrowed again from what it was narrowed from."""
     key: Hashable = (_NARROWED, root)
-    if known.tag == key:
+    if known is not None and known.tag == key:
         return known
-    if is_narrowed(known) and known.source is not None:
+    if known is not None and is_narrowed(known) and known.source is not None:
         known = known.source
-    agreement: UcpAgreement | None = known.record.ucp
-    if agreement is None:
+    agreement: UcpAgreement | None = known.record.ucp if known is not None else None
+    if known is None or agreement is None:
         raise UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
     narrowed: Known | None = known.derived.get(key)
     if narrowed is None:
