@@ -230,7 +230,8 @@ def render_instructions(
         f" path and server forked apart, {args.warmup} calls uninstrumented, then the median over"
         f" {args.runs} runs of {args.calls} calls, less a run of none; then the median over the heap"
         f" layouts of PYTHONHASHSEED 0 to {args.layouts - 1} (`instructions.py` says why). Two runs of the"
-        " same code, one on a loaded machine and one on an idle one, read within 3,500 per call."
+        " same src, two hours apart, read 7,200 apart per call on one row (legacy: +25,108 and +17,922),"
+        " so a figure a few thousand either side of its ceiling is no verdict on a change."
         " *OTel SDK*: a `TracerProvider`; *with metrics*: a `MeterProvider` too, whose cost is the"
         " metrics SDK's own recording of every request (the conventions' operation histogram),"
         " opted into by configuring it: reported, not judged.",
