@@ -180,7 +180,8 @@ def _kept(engine: Engine, message: Message, outcome: Outcome, started: float) ->
     """What the connection holds from now on, and the trace (`started`: when deciding began)."""
     if outcome.hold is not None:
         message.hold(outcome.hold)
-    spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
+    if outcome.trace is not None:
+        spans.record_outcome(message, outcome, engine.policy, time.perf_counter() - started)
 
 
 async def decided(engine: Engine, facts: Facts) -> Outcome:
