@@ -194,9 +194,7 @@ def requires_extension(identifier: str, **settings: Any) -> Callable[[_F], _F]:
         raise PolicyError(f"requires_extension(): {problem}")
     wanted = settings_given(settings, "requires_extension() settings")
     return _gate(
-        lambda: _refuse_unless(
-            lambda entry: entry.negotiator.missing_extension(entry.record, identifier, wanted)
-        ),
+        lambda known: known.negotiator.missing_extension(known.record, identifier, wanted),
         "requires_extension()",
         (),
     )
@@ -218,16 +216,15 @@ def requires(*features: ClientFeature | str) -> Callable[[_F], _F]:
     if callable(features[0]):
         raise UsageError("write @requires('name', ...) with the names it needs, in parentheses")
     names = capability_names(features, "requires()")
-    return _gate(
-        lambda: _refuse_unless(lambda entry: entry.negotiator.missing_required(entry.record, names)),
-        "requires()",
-        names,
-    )
+    return _gate(lambda known: known.negotiator.missing_required(known.record, names), "requires()", names)
 
 
-def _gate(check: Callable[[], None], what: str, names: tuple[str, ...]) -> Callable[[_F], _F]:
-    """A decorator running `check` before the function it decorates (which raises the
-    refusal); `names`: what a listing declares the entry requires (`catalog`)."""
+def _gate(
+    missing: Callable[[Known], Refusal | None], what: str, names: tuple[str, ...]
+) -> Callable[[_F], _F]:
+    """A decorator refusing a call before the function it decorates runs, with what `missing`
+    finds the call's negotiation lacks (`_refuse_unless`); `names`: what a listing declares
+    the entry requires (`catalog`)."""
 
     def decorate(fn: _F) -> _F:
         if not callable(fn) or isinstance(fn, type):
@@ -245,7 +242,7 @@ def _gate(check: Callable[[], None], what: str, names: tuple[str, ...]) -> Calla
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                check()
+                _refuse_unless(missing)
                 return await fn(*args, **kwargs)
 
             gated = async_wrapper
@@ -253,7 +250,7 @@ def _gate(check: Callable[[], None], what: str, names: tuple[str, ...]) -> Calla
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                check()
+                _refuse_unless(missing)
                 return fn(*args, **kwargs)
 
             gated = wrapper

@@ -37,9 +37,7 @@ def _refuse_duplicate_profile(key: str, context: str) -> None:
     # RFC 8941 lets the last duplicate win; two profiles in one header is ambiguity
     # that only an attacker or a bug produces, so it is refused rather than resolved.
     if key == "profile" and context == "dictionary":
-        raise invalid_profile_url(
-            "the UCP-Agent header has a duplicate profile member"
-        )  # (through the parser)
+        raise invalid_profile_url("the UCP-Agent header has a duplicate profile member")  # (via the parser)
 
 
 def validate_profile_url(url: object) -> str:

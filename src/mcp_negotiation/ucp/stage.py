@@ -282,10 +282,11 @@ def for_operation(known: Known | None, root: str) -> Known:
     platform (or has no negotiation: None) or `root` did not survive the negotiation. A
     `known` narrowed for another operation is narrowed again from what it was narrowed from."""
     key: Hashable = (_NARROWED, root)
-    if known is not None and known.tag == key:
-        return known
-    if known is not None and is_narrowed(known) and known.source is not None:
-        known = known.source
+    if known is not None:
+        if known.tag == key:
+            return known
+        if is_narrowed(known) and known.source is not None:
+            known = known.source
     agreement: UcpAgreement | None = known.record.ucp if known is not None else None
     if known is None or agreement is None:
         raise UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
