@@ -13,7 +13,9 @@ Layouts: CPython's type-attribute cache is indexed by version tags and the addre
 so which lookups collide in it (and miss) depends on where things lie: in one layout a count
 moves by a few thousand per call when unrelated code changes. So the process runs once per
 layout, with PYTHONHASHSEED 0, 1, ... (each seed lays dicts, and so the heap, out its own way,
-repeatably), and a variant's figure is the median over the layouts.
+repeatably), and a variant's figure is the median over the layouts. With address randomisation
+off (`setarch -R`, where the kernel allows it), a run lays itself out as the last did, so two
+runs of the same code read alike.
 """
 
 from __future__ import annotations
@@ -177,13 +179,25 @@ def fork_children(runs: int, calls: int, warmup: int, at_once: int) -> None:
     sys.exit(1 if failed else 0)
 
 
+def fixed_addresses() -> list[str]:
+    """The prefix that runs a command with address randomisation off (`setarch -R`), or none
+    where the machine has no `setarch` or forbids it."""
+    setarch = shutil.which("setarch")
+    if setarch is None:
+        return []
+    prefix = [setarch, platform.machine(), "-R"]
+    tried = subprocess.run([*prefix, sys.executable, "-c", ""], capture_output=True, check=False)
+    return prefix if tried.returncode == 0 else []
+
+
 def measure(runs: int, calls: int, warmup: int, layouts: int) -> dict[Guard, dict[str, float]]:
     """Every guard path's instructions per call, by variant (see the module's docstring)."""
     at_once = max(1, (os.cpu_count() or 1) // layouts)
+    fixed = fixed_addresses()
     with tempfile.TemporaryDirectory(prefix="callgrind-") as folder:
         processes = []
         for seed in range(layouts):
-            command = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+            command = [*fixed, "valgrind", "--tool=callgrind", "--instr-atstart=no"]
             command += [f"--callgrind-out-file={folder}/{seed}.%p", sys.executable, __file__]
             command += [str(runs), str(calls), str(warmup), str(at_once)]
             env = {**os.environ, "PYTHONHASHSEED": str(seed)}

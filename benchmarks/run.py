@@ -221,6 +221,9 @@ def render_instructions(
             f"| {guard.name} | {per_call['empty']:,.0f} | {per_call['library']:,.0f} | {added:+,.0f}"
             f" | {ceiling} | {within} |"
         )
+    fixed = (
+        "at fixed addresses" if instructions.fixed_addresses() else "at random addresses (no `setarch -R`)"
+    )
     return [
         "## The instruction guard: what the library adds to an in-memory `tools/call`",
         "",
@@ -229,9 +232,11 @@ def render_instructions(
         " against the same with an empty SDK middleware (the client's part cancels in *added*); each"
         f" path and server forked apart, {args.warmup} calls uninstrumented, then the median over"
         f" {args.runs} runs of {args.calls} calls, less a run of none; then the median over the heap"
-        f" layouts of PYTHONHASHSEED 0 to {args.layouts - 1} (`instructions.py` says why). Two runs of the"
-        " same src, two hours apart, read 7,200 apart per call on one row (legacy: +25,108 and +17,922),"
-        " so a figure a few thousand either side of its ceiling is no verdict on a change."
+        f" layouts of PYTHONHASHSEED 0 to {args.layouts - 1} (`instructions.py` says why), each run {fixed}."
+        " At fixed addresses two runs of the same src read within 620 per call of each other; the"
+        " same src with the environment 1,000 or 3,000 bytes larger (which moves the stack) read"
+        " legacy +25,682 and +28,346 against +26,774, and run from another directory +17,910, so a figure"
+        " a few thousand either side of its ceiling is no verdict on a change."
         " *OTel SDK*: a `TracerProvider`; *with metrics*: a `MeterProvider` too, whose cost is the"
         " metrics SDK's own recording of every request (the conventions' operation histogram),"
         " opted into by configuring it: reported, not judged.",
