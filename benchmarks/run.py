@@ -233,7 +233,7 @@ def render_instructions(
         f" path and server forked apart, {args.warmup} calls uninstrumented, then the median over"
         f" {args.runs} runs of {args.calls} calls, less a run of none; then the median over the heap"
         f" layouts of PYTHONHASHSEED 0 to {args.layouts - 1} (`instructions.py` says why), each run {fixed}."
-        " At fixed addresses two runs of the same src read within 620 per call of each other; the"
+        " At fixed addresses two runs of the same command read within 620 per call of each other; the"
         " same src with the environment 1,000 or 3,000 bytes larger (which moves the stack) read"
         " legacy +25,682 and +28,346 against +26,774, and run from another directory +17,910, so a figure"
         " a few thousand either side of its ceiling is no verdict on a change."
