@@ -32,7 +32,7 @@ from .binding import (
     platform_profile_url,
     session_profile_url,
 )
-from .errors import INVALID_PROFILE_URL, PROFILE_MALFORMED, PROFILE_UNREACHABLE, VERSION_UNSUPPORTED, UcpError
+from .errors import PROFILE_MALFORMED, PROFILE_UNREACHABLE, VERSION_UNSUPPORTED, UcpError, invalid_profile_url
 from .negotiate import UcpAgreement, negotiate_capabilities
 from .profile import Profile, ProfileSource
 from .requires import Requirements
@@ -289,7 +289,7 @@ def for_operation(known: Known | None, root: str) -> Known:
             known = known.source
     agreement: UcpAgreement | None = known.record.ucp if known is not None else None
     if known is None or agreement is None:
-        raise UcpError(INVALID_PROFILE_URL, f"{root} needs the platform's UCP profile; none was given")
+        raise invalid_profile_url(f"{root} needs the platform's UCP profile; none was given")
     narrowed: Known | None = known.derived.get(key)
     if narrowed is None:
         record = replace(known.record, ucp=agreement.for_operation(root))
