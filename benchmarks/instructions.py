@@ -190,14 +190,16 @@ def fixed_addresses() -> list[str]:
     return prefix if tried.returncode == 0 else []
 
 
-def measure(runs: int, calls: int, warmup: int, layouts: int) -> dict[Guard, dict[str, float]]:
-    """Every guard path's instructions per call, by variant (see the module's docstring)."""
+def measure(
+    runs: int, calls: int, warmup: int, layouts: int, prefix: Sequence[str]
+) -> dict[Guard, dict[str, float]]:
+    """Every guard path's instructions per call, by variant (see the module's docstring), each
+    process started under `prefix` (`fixed_addresses`)."""
     at_once = max(1, (os.cpu_count() or 1) // layouts)
-    fixed = fixed_addresses()
     with tempfile.TemporaryDirectory(prefix="callgrind-") as folder:
         processes = []
         for seed in range(layouts):
-            command = [*fixed, "valgrind", "--tool=callgrind", "--instr-atstart=no"]
+            command = [*prefix, "valgrind", "--tool=callgrind", "--instr-atstart=no"]
             command += [f"--callgrind-out-file={folder}/{seed}.%p", sys.executable, __file__]
             command += [str(runs), str(calls), str(warmup), str(at_once)]
             env = {**os.environ, "PYTHONHASHSEED": str(seed)}

@@ -210,7 +210,7 @@ def span(values: Sequence[float], form: str = "{:.3f}") -> str:
 
 
 def render_instructions(
-    found: dict[instructions.Guard, dict[str, float]], args: argparse.Namespace
+    found: dict[instructions.Guard, dict[str, float]], args: argparse.Namespace, fixed: bool
 ) -> list[str]:
     rows = []
     for guard, per_call in found.items():
@@ -221,9 +221,7 @@ def render_instructions(
             f"| {guard.name} | {per_call['empty']:,.0f} | {per_call['library']:,.0f} | {added:+,.0f}"
             f" | {ceiling} | {within} |"
         )
-    fixed = (
-        "at fixed addresses" if instructions.fixed_addresses() else "at random addresses (no `setarch -R`)"
-    )
+    addresses = "at fixed addresses" if fixed else "at random addresses (no `setarch -R`)"
     return [
         "## The instruction guard: what the library adds to an in-memory `tools/call`",
         "",
@@ -232,11 +230,11 @@ def render_instructions(
         " against the same with an empty SDK middleware (the client's part cancels in *added*); each"
         f" path and server forked apart, {args.warmup} calls uninstrumented, then the median over"
         f" {args.runs} runs of {args.calls} calls, less a run of none; then the median over the heap"
-        f" layouts of PYTHONHASHSEED 0 to {args.layouts - 1} (`instructions.py` says why), each run {fixed}."
-        " At fixed addresses two runs of the same command read within 620 per call of each other; the"
-        " same src with the environment 1,000 or 3,000 bytes larger (which moves the stack) read"
-        " legacy +25,682 and +28,346 against +26,774, and run from another directory +17,910, so a figure"
-        " a few thousand either side of its ceiling is no verdict on a change."
+        f" layouts of PYTHONHASHSEED 0 to {args.layouts - 1} (`instructions.py` says why), each run"
+        f" {addresses}. At fixed addresses two runs of the same command read within 620 per call of"
+        " each other; the same src with the environment 1,000 or 3,000 bytes larger (which moves the"
+        " stack) read legacy +25,682 and +28,346 against +26,774, and run from another directory"
+        " +17,910, so a figure a few thousand either side of its ceiling is no verdict on a change."
         " *OTel SDK*: a `TracerProvider`; *with metrics*: a `MeterProvider` too, whose cost is the"
         " metrics SDK's own recording of every request (the conventions' operation histogram),"
         " opted into by configuring it: reported, not judged.",
@@ -314,8 +312,9 @@ def main() -> int:
     if "instructions" in parts:
         reason = instructions.missing()
         if reason is None:
-            found = instructions.measure(args.runs, args.calls, args.warmup, args.layouts)
-            out += ["", *render_instructions(found, args)]
+            prefix = instructions.fixed_addresses()
+            found = instructions.measure(args.runs, args.calls, args.warmup, args.layouts, prefix)
+            out += ["", *render_instructions(found, args, bool(prefix))]
             failed = any(
                 guard.ceiling is not None and c["library"] - c["empty"] > guard.ceiling
                 for guard, c in found.items()
