@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ..core.frozen_json import is_object
-from .errors import INVALID_PROFILE_URL, UcpError
+from .errors import invalid_profile_url
 from .header import parse_ucp_agent, validate_profile_url
 from .profile import Profile
 
@@ -53,9 +53,7 @@ def _agent_in(arguments: Any) -> str | None:
         return None
     profile = _profile_in(agent)
     if profile is None:
-        raise UcpError(
-            INVALID_PROFILE_URL, 'arguments.meta["ucp-agent"] must be an object with a profile URL'
-        )
+        raise invalid_profile_url('arguments.meta["ucp-agent"] must be an object with a profile URL')
     return profile
 
 
@@ -80,7 +78,7 @@ def platform_profile_url(
     header = headers.get("ucp-agent")
     from_header = parse_ucp_agent(header) if header is not None else None
     if from_arguments and from_header and from_arguments != from_header:
-        raise UcpError(INVALID_PROFILE_URL, "the UCP-Agent header and arguments.meta name different profiles")
+        raise invalid_profile_url("the UCP-Agent header and arguments.meta name different profiles")
     if from_arguments or from_header:
         return from_arguments or from_header
     request_meta = params.get("_meta")
